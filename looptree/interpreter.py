@@ -21,13 +21,15 @@ Execution semantics implemented here, deliberately literal and slow (small shape
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from itertools import product
+from operator import itemgetter
 from typing import Callable, Hashable
 
 from arch.model import Arch, FanoutDim
 from looptree.counts import AccessCounts
-from looptree.nodes import Loop, Pmapping, Storage
+from looptree.nodes import Loop, Pmapping
 from workloads.model import Einsum, Workload
 
 Point = tuple[int, ...]  # one index per loop of the (extended) nest, outermost first
@@ -36,7 +38,12 @@ Picker = Callable[[Point], tuple[int, ...]]
 
 def _picker(positions: tuple[int, ...]) -> Picker:
     """A function returning the indices of `point` at `positions`, as a tuple."""
-    return lambda point: tuple(point[i] for i in positions)
+    if not positions:
+        return lambda point: ()
+    if len(positions) == 1:
+        (i,) = positions
+        return lambda point: (point[i],)
+    return itemgetter(*positions)
 
 
 @dataclass(frozen=True)
@@ -100,6 +107,8 @@ class _StorageState:
 
     def _refill_output(self, instance: tuple[int, ...], tile: tuple[int, ...],
                        moment: _Moment, counts: AccessCounts) -> None:
+        """Write back the held tile (an update), then read the new one back as a partial
+        sum if this instance held it before, else start it at zero."""
         if instance in self.held:
             counts.add_read(self.level, self.tensor, self.values)
             if moment.first(("update", self.uid, self.held[instance], self.group(instance))):
@@ -155,12 +164,12 @@ def _build_nest(pmapping: Pmapping, einsum: Einsum, workload: Workload,
         if r not in extent:
             raise ValueError(f"{pmapping.einsum}: loop over {r!r}, which Einsum "
                              f"{einsum.name} does not have")
-        if not isinstance(tile, int) or tile <= 0 or extent[r] % tile:
+        if not isinstance(tile, numbers.Integral) or tile <= 0 or extent[r] % tile:
             raise ValueError(f"{pmapping.einsum}: loop over {r} has tile {tile!r}, which is "
                              f"not a positive integer dividing the extent {extent[r]}")
         fanout = _fanout(node, arch, unit) if node.spatial else None
-        nest.append(_NestLoop(r, extent[r] // tile, i, fanout))
-        extent[r] = tile
+        nest.append(_NestLoop(r, extent[r] // int(tile), i, fanout))
+        extent[r] = int(tile)
     leaf = len(pmapping.nodes) - 1
     nest += [_NestLoop(r, extent[r], leaf, None) for r in einsum.rank_variables if extent[r] > 1]
     return nest
@@ -198,6 +207,9 @@ def _mergeable(lp: _NestLoop, tensor: str, einsum: Einsum) -> bool:
 
 def _build_storage(pmapping: Pmapping, einsum: Einsum, nest: list[_NestLoop],
                    workload: Workload) -> list[_StorageState]:
+    """One state per (storage node, tensor), each tensor's chain top-down. Spatial loops
+    between the parent node and this one that are mergeable for the tensor are left out
+    of the merge group (loops above the parent separate parent instances, never merge)."""
     states: list[_StorageState] = []
     for tensor in einsum.tensors:
         parent: tuple[int, str] | None = None
@@ -221,6 +233,7 @@ def _build_storage(pmapping: Pmapping, einsum: Einsum, nest: list[_NestLoop],
 
 
 def _build_leaf(pmapping: Pmapping, einsum: Einsum, nest: list[_NestLoop]) -> list[_LeafAccess]:
+    """Per-op accesses; spatial loops below a tensor's innermost node may merge them."""
     accesses: list[_LeafAccess] = []
     for tensor in einsum.tensors:
         node_index, level = pmapping.storage_positions(tensor)[-1]

@@ -52,6 +52,8 @@ class StorageTile:
     level: str
     tensor: str
     depth: int  # number of loops above it
+    lifetime_depth: int  # loops above it that change its tile: depth minus the trailing run of
+    # loops (spatial, or temporal over rank variables not indexing the tensor) directly above
     values: Any  # per-instance tile in values
     instances: Any  # product of spatial bounds above it
     fills: Any  # refills per instance (F)
@@ -98,6 +100,14 @@ def _fills_and_distinct(loops_above: list[PlacedLoop], ranks: tuple[str, ...]) -
     return fills, distinct
 
 
+def _lifetime_depth(loops_above: list[PlacedLoop], ranks: tuple[str, ...]) -> int:
+    depth = len(loops_above)
+    while depth and (loops_above[depth - 1].loop.spatial is not None
+                     or loops_above[depth - 1].loop.rank_variable not in ranks):
+        depth -= 1
+    return depth
+
+
 def _spatial_between(loops: tuple[PlacedLoop, ...], lo: int, hi: int) -> list[PlacedLoop]:
     return [pl for pl in loops if pl.loop.spatial is not None and lo < pl.index < hi]
 
@@ -134,6 +144,7 @@ def analyze(pmapping: Pmapping, workload: Workload, arch: Arch) -> PmappingAnaly
             fills, distinct = _fills_and_distinct(above, use.ranks)
             tile = StorageTile(
                 index=i, level=node.level, tensor=use.tensor, depth=len(above),
+                lifetime_depth=_lifetime_depth(above, use.ranks),
                 values=_tile_values(above, use.ranks, workload),
                 instances=_prod(pl.bound for pl in above if pl.loop.spatial is not None),
                 fills=fills, distinct=distinct, parent=len(chain) - 1 if chain else None)

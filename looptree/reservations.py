@@ -60,7 +60,7 @@ def usage(mapping: Mapping, analyses: dict[str, PmappingAnalysis], workload: Wor
                     if not (min(users) <= y <= max(users)) or tile.tensor in counted_backing:
                         continue
                     counted_backing.add(tile.tensor)
-                elif x != y and shares(depths, x, y) <= tile.depth:
+                elif x != y and shares(depths, x, y) <= tile.lifetime_depth:
                     continue
                 b = float(tile.values * workload.tensors[tile.tensor].bits)
                 bits[tile.level] = bits.get(tile.level, 0.0) + b
