@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import types
 
 import arch as arch_specs
 import workloads
@@ -65,6 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     return 0
 
+
+class _CallableModule(types.ModuleType):
+    """`looptree.evaluate` is both this CLI module (`python -m looptree.evaluate`) and the
+    normative function `looptree.evaluate(mapping, workload, arch)`: importing the module
+    replaces the package attribute, so the module forwards calls to the function."""
+
+    def __call__(self, *args, **kwargs):
+        return evaluate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 if __name__ == "__main__":
     sys.exit(main())

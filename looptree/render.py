@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from arch.model import Arch
 from looptree.nodes import Compute, Loop, Mapping, Storage
+from looptree.reservations import size_text
 from looptree.validate import fused_depths
 from workloads.model import Workload
 
@@ -18,24 +19,32 @@ def _node_text(node, workload: Workload, einsum: str) -> str:
 
 
 def looptree_text(mapping: Mapping, workload: Workload, arch: Arch) -> str:
-    """The mapping as one indented tree. Loops shared with the previous Einsum (fused loops)
-    and storage nodes already shown (a shared tensor's backing) are printed once; each
-    Einsum's own nodes hang below them, ending in its compute leaf."""
+    """The mapping as one indented tree: all top-level storage at the root; loops shared
+    with the previous Einsum (fused loops) and the backing node of a shared tensor are
+    printed once; each Einsum's own nodes hang below them, ending in its compute leaf."""
+    top = arch.memories[0].name
     depths = [0] + fused_depths(mapping, workload, arch)
+    root: list[str] = []
     lines: list[str] = []
     shown: set[tuple[str, str]] = set()
     for k, name in enumerate(mapping.order):
-        loops_seen = indent = 0
-        for node in mapping[name].nodes:
+        p = mapping[name]
+        backing = {p.backing(t)[0] for t in workload.einsum(name).tensors if workload.is_shared(t)}
+        loops_seen = 0
+        indent = 1
+        for i, node in enumerate(p.nodes):
             if isinstance(node, Loop):
                 loops_seen += 1
                 if loops_seen <= depths[k]:
                     indent += 1
                     continue
             if isinstance(node, Storage):
-                fresh = tuple(t for t in node.tensors if (node.level, t) not in shown
-                              or not workload.is_shared(t))
-                shown.update((node.level, t) for t in node.tensors)
+                if node.level == top:
+                    root += [t for t in node.tensors if t not in root]
+                    continue
+                fresh = tuple(t for t in node.tensors if not (i in backing and workload.is_shared(t)
+                                                              and (node.level, t) in shown))
+                shown.update((node.level, t) for t in node.tensors if i in backing)
                 if not fresh:
                     continue
                 node = Storage(node.level, fresh)
@@ -43,7 +52,7 @@ def looptree_text(mapping: Mapping, workload: Workload, arch: Arch) -> str:
             lines.append("  " * indent + bullet + _node_text(node, workload, name))
             if isinstance(node, Loop):
                 indent += 1
-    return "\n".join(lines)
+    return "\n".join([f"[{top}] {', '.join(root)}"] + lines)
 
 
 def _eng(x: float, unit: str) -> str:
@@ -98,8 +107,7 @@ def report_text(evaluation, workload: Workload, arch: Arch, title: str = "") -> 
     out.append("Peak usage per instance:")
     for m in arch.memories[1:]:
         peak = ev.peak_usage_bits.get(m.name, 0.0)
-        cap = "unlimited" if m.capacity_bits == float("inf") else _eng(m.capacity_bits / 8, "B")
-        out.append(f"  {m.name:<14}{_eng(peak / 8, 'B'):>12} of {cap}")
+        out.append(f"  {m.name:<14}{size_text(peak):>12} of {size_text(m.capacity_bits)}")
     out.append("")
     out.append("LoopTree:")
     out.append(looptree_text(ev.mapping, workload, arch))

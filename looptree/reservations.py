@@ -25,8 +25,8 @@ class Usage:
         for m in arch.memories[1:]:
             bits, values = self.peak_bits.get(m.name, 0), self.peak_values.get(m.name, 0)
             if bits > m.capacity_bits:
-                out[m.name] = (f"needs {_size(bits)} per instance, has {_size(m.capacity_bits)} "
-                               f"(over by {_size(bits - m.capacity_bits)})")
+                out[m.name] = (f"needs {size_text(bits)} per instance, has {size_text(m.capacity_bits)} "
+                               f"(over by {size_text(bits - m.capacity_bits)})")
             elif values > m.capacity_values:
                 out[m.name] = (f"needs {values:g} values per instance, has {m.capacity_values:g} "
                                f"(over by {values - m.capacity_values:g})")
@@ -77,7 +77,8 @@ def _is_first_in_chain(analysis: PmappingAnalysis, k: int) -> bool:
     return analysis.tiles[k].parent is None
 
 
-def _size(bits: float) -> str:
+def size_text(bits: float) -> str:
+    """Bits as a human size in binary units (B, KiB, MiB, GiB)."""
     if bits == float("inf"):
         return "unlimited"
     for unit, factor in (("GiB", 8 * 2**30), ("MiB", 8 * 2**20), ("KiB", 8 * 2**10), ("B", 8)):

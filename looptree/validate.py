@@ -141,12 +141,10 @@ def _validate_fused_loops(p: Pmapping, workload: Workload, arch: Arch, kept: dic
             continue
         index = chain[0][0]
         for loop in p.loops_above(index):
+            # (for the producer this also forbids reduced rank variables: they never index T)
             if loop.rank_variable not in einsum.use(t).ranks:
                 raise MappingError(p.einsum, index, f"loop over {loop.rank_variable} above the backing "
                                                     f"of shared tensor {t}, which it does not index")
-            if einsum.is_output(t) and loop.rank_variable in einsum.reduced:
-                raise MappingError(p.einsum, index, f"loop over reduced {loop.rank_variable} above the "
-                                                    f"backing of shared output {t} (partial sums)")
 
 
 def compatibility(p: Pmapping, tensor: str, workload: Workload) -> tuple:

@@ -1,0 +1,74 @@
+"""`python -m looptree.evaluate` and the JSON export round trip."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+import arch as arch_specs
+import workloads
+from looptree import evaluate, export, load_mapping, save_json
+from looptree.evaluate import main
+from specio import SpecError
+
+EXAMPLE = "looptree/examples/ffm_fig2_fused.json"
+
+
+def test_export_round_trip_gives_identical_totals(tmp_path):
+    doc = load_mapping(EXAMPLE)
+    w, a = workloads.load(doc.workload, **doc.variables), arch_specs.load(doc.arch)
+    ev = evaluate(doc.mapping, w, a)
+    out = tmp_path / "again.json"
+    save_json(export(ev, doc.workload, doc.arch, doc.variables), out)
+    again = load_mapping(out)
+    assert again.mapping == doc.mapping
+    ev2 = evaluate(again.mapping, w, a)
+    assert (ev2.energy_pJ, ev2.latency_s, ev2.accesses) == (ev.energy_pJ, ev.latency_s, ev.accesses)
+    assert again.totals["energy_pJ"] == ev.energy_pJ
+
+
+def test_save_refuses_to_overwrite(tmp_path):
+    target = tmp_path / "x.json"
+    target.write_text("{}")
+    with pytest.raises(SpecError, match="already exists; pass --force"):
+        save_json({}, target)
+    save_json({"a": 1}, target, force=True)
+    assert json.loads(target.read_text()) == {"a": 1}
+
+
+def test_cli_prints_report_and_check(capsys):
+    assert main([EXAMPLE, "--check"]) == 0
+    out = capsys.readouterr().out
+    for text in ("Energy 1.814 nJ", "Kept on chip (fused): A in GlobalBuffer", "LoopTree:",
+                 "Recorded totals match", "A: agrees", "B: agrees", "C: agrees"):
+        assert text in out
+
+
+def test_cli_reports_overflow_level_and_amount(tmp_path, capsys):
+    data = json.loads(open(EXAMPLE).read())
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(open("arch/specs/simple.yaml").read().replace("512 KiB", "40 B"))
+    data["arch"] = str(spec)
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    assert main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "INVALID: GlobalBuffer needs 56 B per instance, has 40 B (over by 16 B)" in out
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda d: d.pop("pmappings"), "pmappings: missing"),
+    (lambda d: d["pmappings"]["A"].__setitem__(2, {"loop": "nA", "tile": 0}), "pmappings.A[2].tile: expected a positive integer"),
+    (lambda d: d["pmappings"]["A"].__setitem__(2, {"loop": "nA", "tile": 3}), "tile 3 of nA does not divide"),
+    (lambda d: d["pmappings"]["A"].__setitem__(0, {"storage": "DRAM"}), 'pmappings.A[0]: expected {"storage"'),
+    (lambda d: d.__setitem__("arch", "nope"), "no shipped arch of that name"),
+])
+def test_cli_bad_input_is_one_line_without_traceback(tmp_path, edit, message):
+    data = json.loads(open(EXAMPLE).read())
+    edit(data)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    run = subprocess.run([sys.executable, "-m", "looptree.evaluate", str(path)], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
