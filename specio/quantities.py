@@ -42,7 +42,8 @@ def parse_quantity(value: object, kind: str, source: str, field: str,
     source and field otherwise.
     """
     units = UNITS[kind]
-    expected = f"a {kind.replace('_', ' ')} such as " + {
+    noun = kind.replace("_", " ")
+    expected = f"{'an' if noun[0] in 'aeiou' else 'a'} {noun} such as " + {
         "capacity": "'512 KiB'", "bandwidth": "'614 GB/s'", "energy_per_bit": "'1.88 pJ/bit'",
         "energy": "'0.084 pJ'", "frequency": "'1.05 GHz'"}[kind]
     if isinstance(value, bool) or value is None:
