@@ -1,0 +1,31 @@
+"""The Pareto filter against a brute-force definition."""
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from pmapgen.pareto import pareto_mask
+
+
+def brute(x: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    keep = np.ones(len(x), dtype=bool)
+    for i in range(len(x)):
+        for j in range(len(x)):
+            if i != j and groups[i] == groups[j] and np.all(x[j] <= x[i]):
+                if np.any(x[j] < x[i]) or j < i:  # strictly better, or an earlier duplicate
+                    keep[i] = False
+    return keep
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4).flatmap(lambda d: hnp.arrays(np.float64, st.tuples(st.integers(0, 40), st.just(d)),
+                                                      elements=st.sampled_from([0.0, 1.0, 2.0, 3.5, 1e9, np.inf]))),
+       st.integers(1, 3))
+def test_matches_brute_force(x, n_groups):
+    groups = np.arange(len(x)) % n_groups
+    assert (pareto_mask(x, groups) == brute(x, groups)).all()
+
+
+def test_two_criteria_example():
+    x = np.array([[1, 5], [2, 2], [3, 3], [5, 1], [1, 5], [0.5, 9]])
+    assert pareto_mask(x).tolist() == [True, True, False, True, False, True]
