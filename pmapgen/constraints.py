@@ -1,0 +1,36 @@
+"""Constraints on a pmapping mapspace: the hook the comparison mapspaces (TransFusion, FLAT,
+...) are written in. The default constrains nothing beyond DESIGN §4."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Per-Einsum restrictions on pmapgen's enumeration.
+
+    backing: tensor -> levels its backing storage may use (absent: any the arch allows).
+    fusable_ranks: rank variables that may be fused loops (above a shared on-chip backing);
+        None: any.
+    loop_ranks: rank variables that may have temporal loops at all; None: any.
+    spatial: (dim -> allowed rank variables); absent dim: any.
+    max_loops_per_rank: how many loops one rank variable may be split into.
+    max_spatial_per_level: how many spatial loops one fanout level may use.
+    """
+    backing: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    fusable_ranks: frozenset[str] | None = None
+    loop_ranks: frozenset[str] | None = None
+    spatial: dict[str, frozenset[str]] = field(default_factory=dict)
+    max_loops_per_rank: int = 8
+    max_spatial_per_level: int = 8
+
+    def backing_allowed(self, tensor: str, level: str) -> bool:
+        return tensor not in self.backing or level in self.backing[tensor]
+
+    def loop_allowed(self, rank: str, fused: bool) -> bool:
+        if self.loop_ranks is not None and rank not in self.loop_ranks:
+            return False
+        return not fused or self.fusable_ranks is None or rank in self.fusable_ranks
+
+    def spatial_allowed(self, rank: str, dim: str) -> bool:
+        return dim not in self.spatial or rank in self.spatial[dim]

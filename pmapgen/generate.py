@@ -1,0 +1,208 @@
+"""FFM phase 1 (FFM §6.1): every Pareto-optimal pmapping of one Einsum, as a pandas table.
+
+For each template, all tile shapes are evaluated at once through the one cost model
+(`looptree.model`, fed numpy arrays), turned into criteria, filtered by capacity, and pruned
+within their compatibility group with the one Pareto filter; survivors of all templates
+are pruned again per group.
+
+Criteria of a pmapping (docs/pmapgen.md):
+- `energy`, `latency`: its own contribution (both are summed over Einsums);
+- `res:<level>:<k>` for k = 0..F (F = its number of fused loops): the tile space at that
+  level (bits, or values for a `values` capacity) of its private storage nodes whose
+  lifetime depth, capped at F, is <= k. While another Einsum sharing s >= 1 loops with it
+  runs, exactly `res:<level>:<s-1>` of it is live; while it runs, `res:<level>:<F>`.
+- `backing:<tensor>`: the tile of each shared tensor kept on chip at its backing level
+  (fixed by compatibility: live from producer to last consumer).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from arch.model import Arch
+from looptree.model import analyze, cost
+from looptree.nodes import Loop, Pmapping, Storage
+from pmapgen.constraints import Constraints
+from pmapgen.pareto import pareto_mask
+from pmapgen.templates import Template, templates
+from pmapgen.tiles import tile_shapes
+from workloads.model import Workload
+
+OBJECTIVES = ("energy", "latency")
+
+
+@dataclass(frozen=True)
+class Stats:
+    templates: int
+    tile_shapes: int
+    kept: int
+
+
+def capacity_unit(arch: Arch, level: str) -> tuple[str, float]:
+    """('bits'|'values', capacity) of a level, per instance."""
+    m = arch.memory(level)
+    return ("values", m.capacity_values) if m.capacity_values != math.inf else ("bits", m.capacity_bits)
+
+
+def tracked_levels(arch: Arch, unit: str) -> list[str]:
+    """Levels whose capacity is finite (the top never is)."""
+    return [m.name for m in arch.path(unit)[1:] if capacity_unit(arch, m.name)[1] != math.inf]
+
+
+def _fused_structure(template: Template, workload: Workload, arch: Arch):
+    """(shared tensors on chip with their backing node index, number of fused loops)."""
+    e = workload.einsum(template.einsum)
+    top = arch.memories[0].name
+    shared = []  # (tensor, index of its backing node) for shared tensors backed on chip
+    seen: set[str] = set()
+    for i, node in enumerate(template.nodes):
+        if isinstance(node, Storage):
+            for t in node.tensors:
+                if t not in seen and node.level != top and workload.is_shared(t):
+                    shared.append((t, i))
+                seen.add(t)
+    deepest = max((i for _, i in shared), default=-1)
+    fused = sum(isinstance(n, Loop) for n in template.nodes[:deepest]) if deepest >= 0 else 0
+    return e, shared, fused
+
+
+@dataclass
+class Rows:
+    """Criteria of some tile shapes of one template, as numpy columns."""
+    template: Template
+    tiles: np.ndarray  # (n x slots)
+    columns: dict[str, np.ndarray]  # energy, latency, res:*, backing:*
+    fused: int
+    groups: np.ndarray  # group label per row (the fused loops' tiles) within this template
+
+    def take(self, mask: np.ndarray) -> "Rows":
+        return Rows(self.template, self.tiles[mask], {k: v[mask] for k, v in self.columns.items()},
+                    self.fused, self.groups[mask])
+
+    def criteria(self, objectives=OBJECTIVES) -> np.ndarray:
+        names = [c for c in self.columns if c.startswith("res:")] + list(objectives)
+        return np.column_stack([self.columns[c] for c in names]) if len(self.tiles) else np.zeros((0, len(names)))
+
+
+def template_rows(template: Template, tiles: np.ndarray, workload: Workload, arch: Arch) -> Rows:
+    """Criteria of every tile shape of a template, capacity-feasible rows only."""
+    n = len(tiles)
+    p = template.with_tiles([tiles[:, k] for k in range(template.n_slots)])
+    a = analyze(p, workload, arch)
+    c = cost(a, workload, arch)
+    _, shared, fused = _fused_structure(template, workload, arch)
+    cols: dict[str, np.ndarray] = {
+        "energy": np.broadcast_to(np.asarray(c.energy_pJ, dtype=np.float64), n),
+        "latency": np.broadcast_to(np.asarray(c.latency_s, dtype=np.float64), n),
+    }
+    feasible = np.ones(n, dtype=bool)
+    shared_names = {t for t, _ in shared}
+    for level in tracked_levels(arch, template.unit):
+        kind, capacity = capacity_unit(arch, level)
+        res = [np.zeros(n) for _ in range(fused + 1)]
+        backing_total = np.zeros(n)
+        for tile in a.tiles:
+            if tile.level != level:
+                continue
+            scale = 1 if kind == "values" else workload.tensors[tile.tensor].bits
+            size = np.broadcast_to(np.asarray(tile.values * scale, dtype=np.float64), n)
+            if tile.parent is None and tile.tensor in shared_names:
+                cols[f"backing:{tile.tensor}"] = size
+                backing_total = backing_total + size
+                continue
+            for k in range(min(tile.lifetime_depth, fused), fused + 1):
+                res[k] = res[k] + size
+        for k in range(fused + 1):
+            cols[f"res:{level}:{k}"] = res[k]
+        feasible &= res[fused] + backing_total <= capacity
+    fused_tiles = tiles[:, :fused]
+    groups = (np.unique(fused_tiles, axis=0, return_inverse=True)[1].reshape(-1) if fused and n
+              else np.zeros(n, dtype=np.int64))
+    return Rows(template, tiles, cols, fused, groups).take(feasible)
+
+
+def prune_rows(rows: Rows, objectives=OBJECTIVES) -> Rows:
+    """Pareto frontier of each group within one template."""
+    return rows.take(pareto_mask(rows.criteria(objectives), rows.groups)) if len(rows.tiles) else rows
+
+
+def to_frame(rows: list[Rows], workload: Workload, arch: Arch, template_ids: list[int]) -> pd.DataFrame:
+    """One table from the rows of many templates (compatibility keys built here)."""
+    frames = []
+    for r, tid in zip(rows, template_ids):
+        e, shared, fused = _fused_structure(r.template, workload, arch)
+        df = pd.DataFrame({k: np.asarray(v) for k, v in r.columns.items()})
+        df["tiles"] = list(map(tuple, r.tiles.tolist()))
+        df["fused_depth"] = fused
+        df["compat"] = _compat_keys(r.template, r.tiles, e, shared, fused, workload)
+        df["template"] = tid
+        frames.append(df)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def evaluate_template(template: Template, tiles: np.ndarray, workload: Workload, arch: Arch) -> pd.DataFrame:
+    """Criteria of every tile shape of a template, as a table (capacity-feasible rows)."""
+    return to_frame([template_rows(template, tiles, workload, arch)], workload, arch, [0])
+
+
+def _compat_keys(template: Template, tiles: np.ndarray, einsum, shared, fused: int, workload: Workload) -> list:
+    """Per row: ((tensor, backing level, ((position, tile) per loop above it)) per shared
+    tensor, ((rank, tile, spatial) per fused loop))."""
+    slots = template.slots()
+    per_tensor = []
+    for t in sorted(workload.tensors):
+        if t not in einsum.tensors or not workload.is_shared(t):
+            continue
+        index, level = template.with_tiles(list(range(template.n_slots))).backing(t)
+        ranks = einsum.use(t).ranks
+        above = [(ranks.index(s.rank_variable), s.tile) for s in slots[: sum(isinstance(n, Loop) for n in template.nodes[:index])]
+                 if s.rank_variable in ranks]
+        per_tensor.append((t, level, above))
+    fused_slots = [(s.rank_variable, s.tile, s.spatial) for s in slots[:fused]]
+    keys = []
+    for row in tiles.tolist():
+        key = tuple((t, level, tuple((pos, row[k]) for pos, k in above)) for t, level, above in per_tensor)
+        keys.append((key, tuple((r, row[k], sp) for r, k, sp in fused_slots)))
+    return keys
+
+
+def prune(df: pd.DataFrame, objectives=OBJECTIVES) -> pd.DataFrame:
+    """Keep the Pareto frontier of each compatibility group (FFM §3.2)."""
+    if df.empty:
+        return df
+    crit = [c for c in df.columns if c.startswith("res:")] + list(objectives)
+    groups = pd.factorize(df["compat"])[0]
+    x = df[crit].to_numpy(dtype=np.float64, na_value=np.inf)
+    return df[pareto_mask(x, groups)]
+
+
+def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
+             objectives=OBJECTIVES) -> tuple[pd.DataFrame, list[Template], Stats]:
+    """All Pareto-optimal pmappings of `einsum` (per compatibility group), with the
+    templates their `template` column indexes and counts of what was explored."""
+    e = workload.einsum(einsum)
+    kept: list[Rows] = []
+    n_templates = n_shapes = 0
+    for unit in arch.computes_for(e):
+        for template in templates(e, workload, arch, unit.name, constraints):
+            n_templates += 1
+            tiles = tile_shapes(template, workload, arch)
+            n_shapes += len(tiles)
+            if len(tiles):
+                rows = prune_rows(template_rows(template, tiles, workload, arch), objectives)
+                if len(rows.tiles):
+                    kept.append(rows)
+    if not kept:
+        empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
+        return empty, [], Stats(n_templates, n_shapes, 0)
+    table = prune(to_frame(kept, workload, arch, list(range(len(kept)))), objectives).reset_index(drop=True)
+    table.insert(0, "einsum", einsum)
+    return table, [r.template for r in kept], Stats(n_templates, n_shapes, len(table))
+
+
+def rebuild(row: pd.Series, templates_: list[Template]) -> Pmapping:
+    """The exact pmapping a table row stands for."""
+    return templates_[int(row["template"])].with_tiles(list(row["tiles"]))

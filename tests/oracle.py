@@ -1,0 +1,64 @@
+"""Brute-force oracles for small problems: every legal pmapping, by plain enumeration.
+
+Deliberately dumb and independent of pmapgen: it builds every sequence of loops and storage
+nodes (any order, any tile chain, any spatial dim) and keeps what the validator accepts;
+the only thing it does not repeat is the order of storage nodes with no loop between them
+(the same pmapping written twice).
+"""
+from __future__ import annotations
+
+from itertools import combinations, combinations_with_replacement, product
+from typing import Iterator
+
+from looptree.nodes import Compute, Loop, Pmapping, Storage
+from looptree.validate import MappingError, normalize, validate_pmapping
+
+
+def all_pmappings(workload, arch, einsum: str, max_loops: int = 4) -> Iterator[Pmapping]:
+    """Every legal pmapping of `einsum` (on every compute unit that runs it) with at most
+    `max_loops` loops, each once: every loop sequence (any order, tile, spatial dim), and
+    every placement of every tensor's chain of levels into the gaps between those loops
+    (storage nodes in one gap are one set); the validator decides what is legal."""
+    e = workload.einsum(einsum)
+    for unit in arch.computes_for(e):
+        path = [m.name for m in arch.path(unit.name)]
+        dims = [d.name for m in arch.path(unit.name) for d in m.fanout]
+        for loops in _loop_sequences(e, workload, dims, max_loops):
+            gaps = len(loops) + 1
+            per_tensor = [list(_chain_placements(t, path, gaps)) for t in e.tensors]
+            for placement in product(*per_tensor):
+                nodes: list = []
+                for g in range(gaps):
+                    for level in path:
+                        here = tuple(sorted(t for part in placement for t, lv, gg in part if lv == level and gg == g))
+                        if here:
+                            nodes.append(Storage(level, here))
+                    if g < len(loops):
+                        nodes.append(loops[g])
+                p = Pmapping(einsum, tuple(nodes) + (Compute(unit.name),))
+                try:
+                    validate_pmapping(normalize(p, workload), workload, arch)
+                except MappingError:
+                    continue
+                yield p
+
+
+def _loop_sequences(e, workload, dims, max_loops: int, extents=None, prefix=()) -> Iterator[tuple]:
+    extents = extents or dict(workload.rank_sizes)
+    yield prefix
+    if len(prefix) == max_loops:
+        return
+    for r in e.rank_variables:
+        for tile in range(1, extents[r]):
+            if extents[r] % tile == 0:
+                for spatial in (None, *dims):
+                    yield from _loop_sequences(e, workload, dims, max_loops, {**extents, r: tile},
+                                               prefix + (Loop(r, tile, spatial),))
+
+
+def _chain_placements(tensor: str, path: list[str], gaps: int) -> Iterator[tuple]:
+    """Every choice of levels keeping `tensor` (in level order) and a non-decreasing gap for each."""
+    for k in range(1, len(path) + 1):
+        for levels in combinations(path, k):
+            for positions in combinations_with_replacement(range(gaps), k):
+                yield tuple((tensor, lv, g) for lv, g in zip(levels, positions))

@@ -1,0 +1,87 @@
+"""pmapgen keeps everything that could be optimal: every legal pmapping found by brute
+force is weakly dominated by a pmapgen row with the same compatibility key, and every
+pmapgen row rebuilds to a legal pmapping whose evaluation equals the row."""
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import arch as arch_specs
+import workloads
+from looptree.model import analyze, cost
+from looptree.nodes import Loop
+from looptree.validate import normalize, validate_pmapping
+from pmapgen.generate import OBJECTIVES, evaluate_template, generate, rebuild
+from pmapgen.templates import Template
+from tests.oracle import all_pmappings
+from tests.strategies import arch_specs_, einsum_specs
+
+SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@st.composite
+def small_problems(draw, max_levels: int = 3):
+    """A main Einsum whose output feeds a vector copy and whose first input is produced by
+    one, so both may be fused; 2-3 levels with small capacities."""
+    spec = draw(einsum_specs(max_inputs=2, max_ranks=3, sizes=(2, 3, 4)))
+    main = spec["einsums"][0]
+    out, rhs = main.split(" = ")
+    first = rhs.split(" * ")[0]
+    extra = []
+    if draw(st.booleans()):
+        extra.append(("pre", f"{first} = X{first[first.index('['):]}"))
+    if draw(st.booleans()):
+        extra.append(("post", f"Y{out[out.index('['):]} = {out}"))
+    spec["einsums"] = [e for where, e in extra if where == "pre"] + [main] + [e for where, e in extra if where == "post"]
+    w = workloads.load(spec)
+    a = arch_specs.load(draw(arch_specs_(max_levels=max_levels, capacities=["16 B", "64 B", "inf"])))
+    return w, a
+
+
+def structure(p):
+    """The template of a pmapping (tiles replaced by slot numbers) and its tiles."""
+    slots = iter(range(100))
+    nodes = tuple(Loop(n.rank_variable, next(slots), n.spatial) if isinstance(n, Loop) else n for n in p.nodes)
+    return Template(p.einsum, p.compute.unit, nodes, sum(isinstance(n, Loop) for n in nodes)), \
+        tuple(lp.tile for lp in p.loops)
+
+
+def check(workload, arch, max_loops=2):
+    table, templates, _ = generate("Z", workload, arch)
+    by_key = {k: g for k, g in table.groupby("compat", sort=False)}
+    shapes: dict = {}
+    for p in all_pmappings(workload, arch, "Z", max_loops=max_loops):
+        t, tiles = structure(normalize(p, workload))
+        shapes.setdefault(t, []).append(tiles)
+    checked = 0
+    for t, tiles in shapes.items():
+        rows = evaluate_template(t, np.array(tiles, dtype=np.int64).reshape(len(tiles), -1), workload, arch)
+        crit = [c for c in rows.columns if c.startswith("res:")] + list(OBJECTIVES)
+        for k in range(len(rows)):
+            row = rows.iloc[k]
+            checked += 1
+            assert row["compat"] in by_key, f"no pmapgen group {row['compat']} for {t.with_tiles(row['tiles'])}"
+            group = by_key[row["compat"]]
+            mine = row[crit].to_numpy(dtype=float)
+            ok = np.all(group[crit].to_numpy(dtype=float) <= mine * (1 + 1e-9) + 1e-12, axis=1)
+            assert ok.any(), f"not dominated: {t.with_tiles(row['tiles'])}\n{row[crit]}\n{group[crit]}"
+    # every row rebuilds to a legal pmapping whose evaluation equals the row
+    for _, r in table.iterrows():
+        p = normalize(rebuild(r, templates), workload)
+        validate_pmapping(p, workload, arch)
+        c = cost(analyze(p, workload, arch), workload, arch)
+        assert np.isclose(c.energy_pJ, r["energy"]) and np.isclose(c.latency_s, r["latency"])
+    return checked
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(small_problems(max_levels=2))
+def test_pmapgen_dominates_brute_force(problem):
+    check(*problem, max_loops=2)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, **SETTINGS)
+@given(small_problems(max_levels=3))
+def test_pmapgen_dominates_brute_force_long(problem):
+    check(*problem, max_loops=3)
