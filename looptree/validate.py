@@ -136,6 +136,15 @@ def _validate_spatial(p: Pmapping, workload: Workload, arch: Arch, kept: dict, l
 def _validate_fused_loops(p: Pmapping, workload: Workload, arch: Arch, kept: dict) -> None:
     einsum = workload.einsum(p.einsum)
     top = arch.memories[0].name
+    deepest = max((chain[0][0] for t, chain in kept.items()
+                   if workload.is_shared(t) and chain[0][1] != top), default=-1)
+    fused = p.loops_above(deepest) if deepest >= 0 else ()
+    ranks = [lp.rank_variable for lp in fused]
+    for r in ranks:
+        if ranks.count(r) > 1:
+            index = [i for i, n in enumerate(p.nodes) if isinstance(n, Loop) and n.rank_variable == r][1]
+            raise MappingError(p.einsum, index, f"second fused loop over {r}: a rank variable may be "
+                                                f"fused once (loops above shared on-chip tensors)")
     for t, chain in kept.items():
         if not workload.is_shared(t) or chain[0][1] == top:
             continue
@@ -147,12 +156,27 @@ def _validate_fused_loops(p: Pmapping, workload: Workload, arch: Arch, kept: dic
                                                     f"of shared tensor {t}, which it does not index")
 
 
+def canonical_loops(loops) -> list:
+    """Loops with each run of adjacent spatial loops sorted by (dim, rank variable): spatial
+    loops do not iterate in time, so their order among themselves means nothing."""
+    out, run = [], []
+    for lp in loops:
+        if lp.spatial is not None:
+            run.append(lp)
+            continue
+        out += sorted(run, key=lambda x: (x.spatial, x.rank_variable))
+        run = []
+        out.append(lp)
+    return out + sorted(run, key=lambda x: (x.spatial, x.rank_variable))
+
+
 def compatibility(p: Pmapping, tensor: str, workload: Workload) -> tuple:
-    """c_T = (backing level, ((position of T, tile) for each loop above the backing node))."""
+    """c_T = (backing level, ((position of T, tile, spatial dim) for each loop above the
+    backing node)); adjacent spatial loops in canonical order."""
     index, level = p.backing(tensor)
     ranks = workload.einsum(p.einsum).use(tensor).ranks
-    return level, tuple((ranks.index(lp.rank_variable), lp.tile) for lp in p.loops_above(index)
-                        if lp.rank_variable in ranks)
+    return level, tuple((ranks.index(lp.rank_variable), lp.tile, lp.spatial)
+                        for lp in canonical_loops(p.loops_above(index)) if lp.rank_variable in ranks)
 
 
 def fused_depths(mapping: Mapping, workload: Workload, arch: Arch) -> list[int]:
@@ -224,4 +248,5 @@ def _same_loops(lx, ly, ex: str, ey: str, workload: Workload) -> bool:
 
 def _show(c: tuple) -> str:
     level, loops = c
-    return f"{level} under " + (", ".join(f"rank {pos} tile {tile}" for pos, tile in loops) or "no loops")
+    return f"{level} under " + (", ".join(f"rank {pos} tile {tile}" + (f" on {sp}" if sp else "")
+                                          for pos, tile, sp in loops) or "no loops")

@@ -25,6 +25,7 @@ import pandas as pd
 from arch.model import Arch
 from looptree.model import analyze, cost
 from looptree.nodes import Loop, Pmapping, Storage
+from looptree.validate import canonical_loops, compatibility
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
 from pmapgen.templates import Template, templates
@@ -149,22 +150,14 @@ def evaluate_template(template: Template, tiles: np.ndarray, workload: Workload,
 
 
 def _compat_keys(template: Template, tiles: np.ndarray, einsum, shared, fused: int, workload: Workload) -> list:
-    """Per row: ((tensor, backing level, ((position, tile) per loop above it)) per shared
-    tensor, ((rank, tile, spatial) per fused loop))."""
-    slots = template.slots()
-    per_tensor = []
-    for t in sorted(workload.tensors):
-        if t not in einsum.tensors or not workload.is_shared(t):
-            continue
-        index, level = template.with_tiles(list(range(template.n_slots))).backing(t)
-        ranks = einsum.use(t).ranks
-        above = [(ranks.index(s.rank_variable), s.tile) for s in slots[: sum(isinstance(n, Loop) for n in template.nodes[:index])]
-                 if s.rank_variable in ranks]
-        per_tensor.append((t, level, above))
-    fused_slots = [(s.rank_variable, s.tile, s.spatial) for s in slots[:fused]]
+    """Per row: ((tensor, c_T) per shared tensor, ((rank, tile, spatial) per fused loop)),
+    with c_T as `looptree.validate.compatibility` gives it (tiles filled in per row)."""
+    skeleton = template.with_tiles(list(range(template.n_slots)))  # tiles = slot numbers
+    per_tensor = [(t, compatibility(skeleton, t, workload)) for t in sorted(einsum.tensors) if workload.is_shared(t)]
+    fused_slots = [(lp.rank_variable, lp.tile, lp.spatial) for lp in canonical_loops(skeleton.loops[:fused])]
     keys = []
     for row in tiles.tolist():
-        key = tuple((t, level, tuple((pos, row[k]) for pos, k in above)) for t, level, above in per_tensor)
+        key = tuple((t, (level, tuple((pos, row[k], sp) for pos, k, sp in loops))) for t, (level, loops) in per_tensor)
         keys.append((key, tuple((r, row[k], sp) for r, k, sp in fused_slots)))
     return keys
 

@@ -9,7 +9,10 @@ so there only legality prunes; the rules marked * apply below it:
 - storage nodes with no loop between them are one set (order is irrelevant);
 - a storage node (other than a shared tensor's on-chip backing, which may not move below a
   loop that does not index it) is never directly above a temporal loop over a rank variable
-  that does not index its tensor (moving it below changes no count, tile or lifetime);
+  that does not index its tensor (moving it below changes no count, tile or lifetime),
+  nor directly above one that does unless the temporal loop just above the node does not
+  index its tensor (otherwise moving it below keeps its traffic, shrinks its tile and
+  shortens its lifetime);
 - * between two cuts (storage runs or spatial groups) a rank variable has at most one
   temporal loop;
 - * loops of a block with the same relevance class (the set of
@@ -155,6 +158,11 @@ def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, le
             continue
         if any(not need_index <= relevance[r] for _, r in group):
             continue
+        if fused:  # fused loops: each rank variable at most once
+            group_ranks = [r for _, r in group]
+            if len(set(group_ranks)) < len(group_ranks) or any(
+                    isinstance(n, Loop) and n.rank_variable in group_ranks for n in nodes):
+                continue
         slot = sum(isinstance(n, Loop) for n in nodes)
         group_nodes = [Loop(r, slot + i, dim) for i, (dim, r) in enumerate(group)]
         yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
@@ -164,8 +172,14 @@ def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, le
     for r in (relevance if pending else ()):
         if (r in block and not fused) or loops[r] >= max_loops[r] or not need_index <= relevance[r]:
             continue
+        if fused and any(isinstance(n, Loop) and n.rank_variable == r for n in nodes):
+            continue  # a rank variable is at most once among the fused loops (semantics §2)
         if last == "storage" and not set(last_run) <= relevance[r]:
             continue  # those nodes of the run above would be moved below this loop
+        if last == "storage" and last_run:
+            above = _last_temporal(nodes)
+            if above is None or any(t in relevance[above] for t in last_run):
+                continue  # no reuse run above them: moving them below this loop dominates
         if not fused and block:
             prev = block[-1]
             if relevance[prev] == relevance[r]:
@@ -179,6 +193,13 @@ def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, le
         yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
                            constraints, nodes + [Loop(r, slot)], pending, spatial_done, block + (r,), "temporal",
                            (), {**loops, r: loops[r] + 1})
+
+
+def _last_temporal(nodes) -> str | None:
+    for n in reversed(nodes):
+        if isinstance(n, Loop) and n.spatial is None:
+            return n.rank_variable
+    return None
 
 
 def _placed_levels(nodes, path) -> set[int]:
