@@ -17,6 +17,7 @@ Criteria of a pmapping (docs/pmapgen.md):
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,8 @@ class Stats:
     templates: int
     tile_shapes: int
     kept: int
+    complete: bool = True  # False: a time limit stopped the enumeration (result not exhaustive)
+    seconds: float = 0.0
 
 
 def capacity_unit(arch: Arch, level: str) -> tuple[str, float]:
@@ -173,14 +176,23 @@ def prune(df: pd.DataFrame, objectives=OBJECTIVES) -> pd.DataFrame:
 
 
 def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
-             objectives=OBJECTIVES) -> tuple[pd.DataFrame, list[Template], Stats]:
+             objectives=OBJECTIVES, time_limit: float | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
     """All Pareto-optimal pmappings of `einsum` (per compatibility group), with the
-    templates their `template` column indexes and counts of what was explored."""
+    templates their `template` column indexes and counts of what was explored.
+
+    `time_limit` (seconds) stops the enumeration early; the result is then not exhaustive
+    and `Stats.complete` is False.
+    """
     e = workload.einsum(einsum)
     kept: list[Rows] = []
     n_templates = n_shapes = 0
+    start = time.perf_counter()
+    complete = True
     for unit in arch.computes_for(e):
         for template in templates(e, workload, arch, unit.name, constraints):
+            if time_limit is not None and time.perf_counter() - start > time_limit:
+                complete = False
+                break
             n_templates += 1
             tiles = tile_shapes(template, workload, arch)
             n_shapes += len(tiles)
@@ -190,10 +202,11 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
                     kept.append(rows)
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
-        return empty, [], Stats(n_templates, n_shapes, 0)
+        return empty, [], Stats(n_templates, n_shapes, 0, complete, time.perf_counter() - start)
     table = prune(to_frame(kept, workload, arch, list(range(len(kept)))), objectives).reset_index(drop=True)
     table.insert(0, "einsum", einsum)
-    return table, [r.template for r in kept], Stats(n_templates, n_shapes, len(table))
+    return table, [r.template for r in kept], Stats(n_templates, n_shapes, len(table), complete,
+                                                    time.perf_counter() - start)
 
 
 def rebuild(row: pd.Series, templates_: list[Template]) -> Pmapping:

@@ -85,3 +85,23 @@ def test_pmapgen_dominates_brute_force(problem):
 @given(small_problems(max_levels=3))
 def test_pmapgen_dominates_brute_force_long(problem):
     check(*problem, max_loops=3)
+
+
+def test_generate_all_reuses_identical_einsums_and_matches_direct_generation():
+    """K and V projections are identical up to names: generated once, renamed, and equal to
+    generating the second directly (run in two worker processes)."""
+    w = workloads.load({"name": "kv", "rank_sizes": {"m": 4, "d": 2, "e": 2, "f": 2},
+                        "einsums": ["K[m,e] = I[m,d] * WK[d,e]", "V[m,f] = I[m,d] * WV[d,f]",
+                                    "S[m,e] = K[m,e]", "T[m,f] = V[m,f]"]})
+    a = arch_specs.load({"name": "a", "clock": "1 GHz", "levels": [
+        {"memory": "DRAM", "capacity": "inf", "read_energy": "1 pJ/bit"},
+        {"memory": "GLB", "capacity": "16 B", "read_energy": "0.1 pJ/bit"}, {"compute": "MAC", "energy": "1 pJ"}]})
+    from pmapgen import generate_all
+    from pmapgen.all_einsums import signature
+    assert signature("K", w, None) == signature("V", w, None)
+    results = generate_all(w, a, workers=2, progress=False)
+    direct, templates, _ = generate("V", w, a)
+    renamed, renamed_templates, _ = results["V"]
+    assert sorted(map(repr, renamed["compat"])) == sorted(map(repr, direct["compat"]))
+    assert sorted(renamed["energy"]) == sorted(direct["energy"])
+    assert {t.nodes for t in renamed_templates} >= {templates[i].nodes for i in direct["template"]}

@@ -108,6 +108,10 @@ class Workload:
         object.__setattr__(self, "rank_sizes", MappingProxyType(dict(self.rank_sizes)))
         object.__setattr__(self, "variables", MappingProxyType(dict(self.variables)))
 
+    def __reduce__(self):  # MappingProxyType fields do not pickle; rebuild from plain dicts
+        return (Workload, (self.name, self.einsums, dict(self.tensors), dict(self.rank_sizes),
+                           dict(self.variables), self.source))
+
     def einsum(self, name: str) -> Einsum:
         for e in self.einsums:
             if e.name == name:

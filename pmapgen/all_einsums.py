@@ -1,0 +1,92 @@
+"""pmapgen for a whole workload: Einsums in parallel across local cores, with a progress
+bar; Einsums identical up to names (same shapes, roles, bits and sharing, same
+constraints) are generated once and the result renamed."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+
+import pandas as pd
+from tqdm import tqdm
+
+from arch.model import Arch
+from looptree.nodes import Loop, Storage
+from pmapgen.constraints import Constraints
+from pmapgen.generate import OBJECTIVES, Stats, generate
+from pmapgen.templates import Template
+from workloads.model import Workload
+
+
+def signature(einsum: str, workload: Workload, constraints: Constraints | None) -> tuple:
+    """What pmapgen's result depends on, with tensor and rank names factored out."""
+    e = workload.einsum(einsum)
+    ranks = {r: k for k, r in enumerate(e.rank_variables)}
+    uses = tuple((tuple(ranks[r] for r in u.ranks), workload.tensors[u.tensor].bits, workload.tensors[u.tensor].role,
+                  workload.tensors[u.tensor].weight, workload.is_shared(u.tensor)) for u in e.tensor_uses)
+    return (e.kind, e.unit, uses, tuple(workload.rank_sizes[r] for r in e.rank_variables), repr(constraints))
+
+
+def _renaming(src: str, dst: str, workload: Workload) -> tuple[dict, dict]:
+    a, b = workload.einsum(src), workload.einsum(dst)
+    tensors = {u.tensor: v.tensor for u, v in zip(a.tensor_uses, b.tensor_uses)}
+    return tensors, dict(zip(a.rank_variables, b.rank_variables))
+
+
+def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
+           workload: Workload) -> tuple[pd.DataFrame, list[Template]]:
+    """`src`'s pmapgen result as `dst`'s, for two Einsums with the same signature."""
+    tmap, rmap = _renaming(src, dst, workload)
+
+    def node(n):
+        if isinstance(n, Storage):
+            return Storage(n.level, tuple(sorted(tmap[t] for t in n.tensors)))
+        if isinstance(n, Loop):
+            return Loop(rmap[n.rank_variable], n.tile, n.spatial)
+        return n
+
+    new_templates = [replace(t, einsum=dst, nodes=tuple(node(n) for n in t.nodes)) for t in templates]
+    out = table.rename(columns={f"backing:{t}": f"backing:{tmap[t]}" for t in tmap})
+    out["einsum"] = dst
+    out["compat"] = [(tuple(sorted((tmap[t], c) for t, c in key)), tuple((rmap[r], tile, sp) for r, tile, sp in fused))
+                     for key, fused in out["compat"]]
+    return out, new_templates
+
+
+def _job(args):
+    einsum, workload, arch, constraints, objectives = args
+    return einsum, generate(einsum, workload, arch, constraints, objectives)
+
+
+def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None = None,
+                 objectives=OBJECTIVES, workers: int | None = None, progress: bool = True
+                 ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+    """pmapgen for every Einsum: {einsum: (table, templates, stats)}."""
+    constraints = constraints or {}
+    representative: dict[tuple, str] = {}
+    same_as: dict[str, str] = {}
+    for e in workload.einsum_names:
+        sig = signature(e, workload, constraints.get(e))
+        same_as[e] = representative.setdefault(sig, e)
+    unique = [e for e in workload.einsum_names if same_as[e] == e]
+    jobs = [(e, workload, arch, constraints.get(e), objectives) for e in unique]
+    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    results = {}
+    bar = tqdm(total=len(jobs), desc="pmapgen", unit="einsum", disable=not progress)
+    if workers <= 1:
+        for job in jobs:
+            e, res = _job(job)
+            results[e] = res
+            bar.update()
+    else:
+        with ProcessPoolExecutor(workers) as pool:
+            for e, res in pool.map(_job, jobs):
+                results[e] = res
+                bar.update()
+    bar.close()
+    out = {}
+    for e in workload.einsum_names:
+        rep = same_as[e]
+        table, templates, stats = results[rep]
+        out[e] = (table, templates, stats) if rep == e else (*rename(table, templates, rep, e, workload), stats)
+    return out
