@@ -76,7 +76,16 @@ def storage_choices(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
             options += [(b, *extra) for extra in _subsets(below) if must <= {b, *extra}]
         per_tensor.append(options)
     for combo in product(*per_tensor):
-        yield dict(zip(einsum.tensors, combo))
+        choice = dict(zip(einsum.tensors, combo))
+        if all(_smallest_fit(path[k], [t for t, lv in choice.items() if k in lv], workload)
+               for k in range(1, len(path))):
+            yield choice
+
+
+def _smallest_fit(memory, tensors: list[str], workload: Workload) -> bool:
+    """Whether one value of each tensor fits (tiles are at least one value)."""
+    return (len(tensors) <= memory.capacity_values
+            and sum(workload.tensors[t].bits for t in tensors) <= memory.capacity_bits)
 
 
 def spatial_choices(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
