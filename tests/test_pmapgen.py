@@ -103,5 +103,6 @@ def test_generate_all_reuses_identical_einsums_and_matches_direct_generation():
     direct, templates, _ = generate("V", w, a)
     renamed, renamed_templates, _ = results["V"]
     assert sorted(map(repr, renamed["compat"])) == sorted(map(repr, direct["compat"]))
-    assert sorted(renamed["energy"]) == sorted(direct["energy"])
+    # equal up to float summation order (tensor names differ, so sums run in another order)
+    assert np.allclose(sorted(renamed["energy"]), sorted(direct["energy"]), rtol=1e-12)
     assert {t.nodes for t in renamed_templates} >= {templates[i].nodes for i in direct["template"]}
