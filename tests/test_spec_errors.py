@@ -14,6 +14,18 @@ W = {"name": "w", "variables": {"n": 4, "batch": 2}, "rank_sizes": {"a": "n", "b
      "einsums": ["Y[a,b] = X[a,c] * W[c,b]", {"expr": "Z[a,b] = Y[a,b]", "unit": "vector"}]}
 
 
+def assert_one_line_error(load, spec, source: str, field: str, fragments) -> None:
+    """`load(spec)` raises one SpecError line `source: field: ...` containing every fragment."""
+    with pytest.raises(SpecError) as err:
+        load(spec)
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert msg.startswith(f"{source}: {field}: "), msg
+    assert err.value.field == field
+    for fragment in fragments:
+        assert fragment in msg, msg
+
+
 def wl(**changes):
     spec = copy.deepcopy(W)
     spec.update(changes)
@@ -83,14 +95,7 @@ WORKLOAD_CASES = [
 @pytest.mark.parametrize("spec,field,fragments", [c[1:] for c in WORKLOAD_CASES],
                          ids=[c[0] for c in WORKLOAD_CASES])
 def test_workload_dict_errors(spec, field, fragments):
-    with pytest.raises(SpecError) as err:
-        workloads.load(spec)
-    msg = str(err.value)
-    assert "\n" not in msg
-    assert msg.startswith(f"<workload dict>: {field}: "), msg
-    assert err.value.field == field
-    for fragment in fragments:
-        assert fragment in msg, msg
+    assert_one_line_error(workloads.load, spec, "<workload dict>", field, fragments)
 
 
 @pytest.mark.parametrize("spec,field,fragments", [c[1:] for c in WORKLOAD_CASES[:12]],
@@ -98,10 +103,7 @@ def test_workload_dict_errors(spec, field, fragments):
 def test_workload_file_errors_name_the_file(tmp_path, spec, field, fragments):
     path = tmp_path / "bad_workload.yaml"
     path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(SpecError) as err:
-        workloads.load(str(path))
-    assert str(err.value).startswith(f"{path}: {field}: ")
-    assert all(f in str(err.value) for f in fragments)
+    assert_one_line_error(workloads.load, str(path), str(path), field, fragments)
 
 
 @pytest.mark.parametrize("overrides,field,fragments", [
@@ -218,13 +220,7 @@ ARCH_CASES = [
 
 @pytest.mark.parametrize("spec,field,fragments", [c[1:] for c in ARCH_CASES], ids=[c[0] for c in ARCH_CASES])
 def test_arch_dict_errors(spec, field, fragments):
-    with pytest.raises(SpecError) as err:
-        arch.load(spec)
-    msg = str(err.value)
-    assert "\n" not in msg
-    assert msg.startswith(f"<arch dict>: {field}: "), msg
-    for fragment in fragments:
-        assert fragment in msg, msg
+    assert_one_line_error(arch.load, spec, "<arch dict>", field, fragments)
 
 
 @pytest.mark.parametrize("spec,field,fragments", [c[1:] for c in ARCH_CASES[:10]],
@@ -232,7 +228,4 @@ def test_arch_dict_errors(spec, field, fragments):
 def test_arch_file_errors_name_the_file(tmp_path, spec, field, fragments):
     path = tmp_path / "bad_arch.yaml"
     path.write_text(yaml.safe_dump(spec))
-    with pytest.raises(SpecError) as err:
-        arch.load(path)
-    assert str(err.value).startswith(f"{path}: {field}: ")
-    assert all(f in str(err.value) for f in fragments)
+    assert_one_line_error(arch.load, path, str(path), field, fragments)
