@@ -14,6 +14,9 @@ class Constraints:
         None: any.
     loop_ranks: rank variables that may have temporal loops at all; None: any.
     spatial: (dim -> allowed rank variables); absent dim: any.
+    loop_order: rank variables whose temporal loops, where several share a block (no
+        storage node or spatial loop between them), must appear in this order, outer first.
+    tiles: rank variable -> the tile sizes its loops may use.
     max_loops_per_rank: how many loops one rank variable may be split into.
     max_spatial_per_level: how many spatial loops one fanout level may use.
     """
@@ -21,6 +24,8 @@ class Constraints:
     fusable_ranks: frozenset[str] | None = None
     loop_ranks: frozenset[str] | None = None
     spatial: dict[str, frozenset[str]] = field(default_factory=dict)
+    loop_order: tuple[str, ...] = ()
+    tiles: dict[str, frozenset[int]] = field(default_factory=dict)
     max_loops_per_rank: int = 8
     max_spatial_per_level: int = 8
 
@@ -31,6 +36,13 @@ class Constraints:
         if self.loop_ranks is not None and rank not in self.loop_ranks:
             return False
         return not fused or self.fusable_ranks is None or rank in self.fusable_ranks
+
+    def order_allowed(self, block: tuple[str, ...], rank: str) -> bool:
+        """May a loop over `rank` follow the loops `block` of the same block?"""
+        if rank not in self.loop_order:
+            return True
+        k = self.loop_order.index(rank)
+        return all(self.loop_order.index(b) <= k for b in block if b in self.loop_order)
 
     def spatial_allowed(self, rank: str, dim: str) -> bool:
         return dim not in self.spatial or rank in self.spatial[dim]

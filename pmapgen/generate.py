@@ -194,7 +194,7 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
                 complete = False
                 break
             n_templates += 1
-            tiles = tile_shapes(template, workload, arch)
+            tiles = tile_shapes(template, workload, arch, (constraints or Constraints()).tiles)
             n_shapes += len(tiles)
             if len(tiles):
                 rows = prune_rows(template_rows(template, tiles, workload, arch), objectives)

@@ -196,7 +196,7 @@ def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, le
                     continue
             elif any(relevance[b] == relevance[r] for b in block):
                 continue
-        if not constraints.loop_allowed(r, fused):
+        if not constraints.loop_allowed(r, fused) or not constraints.order_allowed(block, r):
             continue
         slot = sum(isinstance(n, Loop) for n in nodes)
         yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,

@@ -24,8 +24,9 @@ def divisor_chains(size: int, length: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def tile_shapes(template: Template, workload: Workload, arch: Arch) -> np.ndarray:
-    """(n_shapes x n_slots) int64 array of every legal tile assignment of `template`."""
+def tile_shapes(template: Template, workload: Workload, arch: Arch, allowed: dict | None = None) -> np.ndarray:
+    """(n_shapes x n_slots) int64 array of every legal tile assignment of `template`;
+    `allowed` (rank -> tile sizes) restricts the tiles of that rank's loops."""
     slots = template.slots()
     n = template.n_slots
     by_rank: dict[str, list[int]] = {}
@@ -34,6 +35,8 @@ def tile_shapes(template: Template, workload: Workload, arch: Arch) -> np.ndarra
     tiles = np.ones((1, n), dtype=np.int64)
     for r, ks in by_rank.items():
         chains = np.array(divisor_chains(workload.rank_sizes[r], len(ks)), dtype=np.int64).reshape(-1, len(ks))
+        if allowed and r in allowed:
+            chains = chains[np.isin(chains, list(allowed[r])).all(axis=1)]
         if len(chains) == 0:
             return np.zeros((0, n), dtype=np.int64)
         rows = np.repeat(tiles, len(chains), axis=0)

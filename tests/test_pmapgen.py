@@ -106,3 +106,39 @@ def test_generate_all_reuses_identical_einsums_and_matches_direct_generation():
     # equal up to float summation order (tensor names differ, so sums run in another order)
     assert np.allclose(sorted(renamed["energy"]), sorted(direct["energy"]), rtol=1e-12)
     assert {t.nodes for t in renamed_templates} >= {templates[i].nodes for i in direct["template"]}
+
+
+def test_constraints_restrict_backing_fusion_order_and_tiles():
+    """Each constraint removes exactly what it names: every row of a constrained run obeys
+    it, and the unconstrained run has rows that do not."""
+    from pmapgen import Constraints
+    w = workloads.load({"name": "c", "rank_sizes": {"m": 4, "k": 2, "n": 4},
+                        "einsums": ["Z[m,n] = A[m,k] * B[k,n]", "Y[m,n] = Z[m,n]"]})
+    a = arch_specs.load({"name": "a", "clock": "1 GHz", "levels": [
+        {"memory": "DRAM", "capacity": "inf", "read_energy": "1 pJ/bit"},
+        {"memory": "GLB", "capacity": "64 B", "read_energy": "0.1 pJ/bit"}, {"compute": "MAC", "energy": "1 pJ"}]})
+
+    def rows(c):
+        table, templates, _ = generate("Z", w, a, c)
+        return [normalize(rebuild(r, templates), w) for _, r in table.iterrows()]
+
+    def backing(p):
+        return p.backing("Z")[1]
+
+    def fused(p):
+        return [lp.rank_variable for lp in p.loops_above(p.backing("Z")[0])] if backing(p) == "GLB" else []
+
+    free = rows(None)
+    assert {backing(p) for p in free} == {"DRAM", "GLB"}
+    assert all(backing(p) == "DRAM" for p in rows(Constraints(backing={"Z": ("DRAM",)})))
+    assert any("n" in fused(p) for p in free)
+    assert all("n" not in fused(p) for p in rows(Constraints(fusable_ranks=frozenset({"m"}))))
+    def m_right_above_n(p):  # adjacent temporal loops m then n: one block, m outside n
+        return any(isinstance(x, Loop) and isinstance(y, Loop) and not x.spatial and not y.spatial
+                   and (x.rank_variable, y.rank_variable) == ("m", "n") for x, y in zip(p.nodes, p.nodes[1:]))
+
+    assert any(m_right_above_n(p) for p in free)
+    assert not any(m_right_above_n(p) for p in rows(Constraints(loop_order=("n", "m"))))
+    assert any(lp.tile == 2 for p in free for lp in p.loops if lp.rank_variable == "m")
+    assert all(lp.tile != 2 for p in rows(Constraints(tiles={"m": frozenset({1})}))
+               for lp in p.loops if lp.rank_variable == "m")
