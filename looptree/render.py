@@ -8,13 +8,12 @@ from looptree.validate import fused_depths
 from workloads.model import Workload
 
 
-def _node_text(node, workload: Workload, einsum: str) -> str:
+def _node_text(node, workload: Workload, einsum: str, extent: int = 0) -> str:
     if isinstance(node, Storage):
         return f"[{node.level}] {', '.join(node.tensors)}"
     if isinstance(node, Loop):
-        size = workload.rank_sizes[node.rank_variable]
         kind = f"S-for ({node.spatial})" if node.spatial else "for"
-        return f"{kind} {node.rank_variable} in tiles of {node.tile} (of {size})"
+        return f"{kind} {node.rank_variable}: {extent // node.tile} tiles of {node.tile}"
     return f"({node.unit}) {workload.einsum(einsum)}"
 
 
@@ -32,9 +31,11 @@ def looptree_text(mapping: Mapping, workload: Workload, arch: Arch) -> str:
         backing = {p.backing(t)[0] for t in workload.einsum(name).tensors if workload.is_shared(t)}
         loops_seen = 0
         indent = 1
+        extents = dict(workload.rank_sizes)
         for i, node in enumerate(p.nodes):
             if isinstance(node, Loop):
                 loops_seen += 1
+                extent, extents[node.rank_variable] = extents[node.rank_variable], node.tile
                 if loops_seen <= depths[k]:
                     indent += 1
                     continue
@@ -49,7 +50,8 @@ def looptree_text(mapping: Mapping, workload: Workload, arch: Arch) -> str:
                     continue
                 node = Storage(node.level, fresh)
             bullet = "- " if isinstance(node, Compute) else ""
-            lines.append("  " * indent + bullet + _node_text(node, workload, name))
+            lines.append("  " * indent + bullet + _node_text(node, workload, name,
+                                                             extent if isinstance(node, Loop) else 0))
             if isinstance(node, Loop):
                 indent += 1
     return "\n".join([f"[{top}] {', '.join(root)}"] + lines)
@@ -106,8 +108,12 @@ def report_text(evaluation, workload: Workload, arch: Arch, title: str = "") -> 
     out.append("")
     out.append("Peak usage per instance:")
     for m in arch.memories[1:]:
-        peak = ev.peak_usage_bits.get(m.name, 0.0)
-        out.append(f"  {m.name:<14}{size_text(peak):>12} of {size_text(m.capacity_bits)}")
+        if m.capacity_values != float("inf"):
+            peak = ev.usage.peak_values.get(m.name, 0.0)
+            out.append(f"  {m.name:<14}{peak:>10g} values of {m.capacity_values:g}")
+        else:
+            peak = ev.peak_usage_bits.get(m.name, 0.0)
+            out.append(f"  {m.name:<14}{size_text(peak):>12} of {size_text(m.capacity_bits)}")
     out.append("")
     out.append("LoopTree:")
     out.append(looptree_text(ev.mapping, workload, arch))
