@@ -198,7 +198,7 @@ def cost(analysis: PmappingAnalysis, workload: Workload, arch: Arch) -> Pmapping
     by_access: dict[tuple[str, str], Any] = {}
     read_bits: dict[str, Any] = {}
     write_bits: dict[str, Any] = {}
-    for key in set(counts.reads) | set(counts.writes):
+    for key in sorted(set(counts.reads) | set(counts.writes)):  # fixed order: reproducible sums
         level, tensor = key
         memory, bits = arch.memory(level), workload.tensors[tensor].bits
         r, w = counts.reads.get(key, 0) * bits, counts.writes.get(key, 0) * bits
