@@ -179,6 +179,14 @@ def compatibility(p: Pmapping, tensor: str, workload: Workload) -> tuple:
                         for lp in canonical_loops(p.loops_above(index)) if lp.rank_variable in ranks)
 
 
+def fused_depth(p: Pmapping, workload: Workload, arch: Arch) -> int:
+    """Number of loops above the deepest on-chip backing node of a shared tensor (F)."""
+    top = arch.memories[0].name
+    deepest = [p.backing(t)[0] for t in workload.einsum(p.einsum).tensors
+               if workload.is_shared(t) and p.backing(t)[1] != top]
+    return len(p.loops_above(max(deepest))) if deepest else 0
+
+
 def fused_depths(mapping: Mapping, workload: Workload, arch: Arch) -> list[int]:
     """s(X, Y) for each consecutive pair of the order (docs/semantics.md §4)."""
     order = list(mapping.order)
@@ -226,6 +234,11 @@ def validate_mapping(mapping: Mapping, workload: Workload, arch: Arch) -> None:
     depths = fused_depths(mapping, workload, arch)
     for i, s in enumerate(depths):
         x, y = mapping[mapping.order[i]], mapping[mapping.order[i + 1]]
+        for e in (x, y):
+            if fused_depth(e, workload, arch) < s:
+                raise MappingError(e.einsum, None, f"sits inside {s} fused loops (between {x.einsum} and "
+                                                   f"{y.einsum}) but has only {fused_depth(e, workload, arch)} "
+                                                   f"fused loops of its own")
         lx, ly = x.loops[:s], y.loops[:s]
         if len(lx) < s or len(ly) < s or not _same_loops(lx, ly, x.einsum, y.einsum, workload):
             raise MappingError(y.einsum, None, f"must share its first {s} loops with {x.einsum} "

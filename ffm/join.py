@@ -1,0 +1,173 @@
+"""FFM phase 2 (FFM §6.2): join the pmappings of one Einsum at a time, grouping by
+compatibility, pruning dominated partial mappings and consolidating reservations.
+
+A partial mapping (Einsums 0..i joined) keeps:
+- `live`: c_T of every tensor used both by a joined Einsum and a later one;
+- `frontier`: the last Einsum's fused loops (rank, tile, spatial), which the next Einsum
+  must share as far as the live tensors require (docs/semantics.md §4);
+- energy and latency (sums);
+- per finite level, reservations consolidated by lifetime class (FFM §5.2): joined Einsums
+  are grouped by j, the loops they share with the frontier (0..D). `U:<level>:<j>` is the
+  largest usage seen while an Einsum of class j ran; `R:<level>:<j>:<k>` sums, over class
+  j, the reservations with lifetime depth <= k (k < j), which stay live while a later
+  Einsum sharing more than k loops runs; `B:<level>` sums the backing tiles of live shared
+  tensors. Joining Y at shared depth s adds Y's live part to every class, merges classes
+  deeper than s into s, and adds Y as class F_Y. The number of columns depends only on
+  the deepest fusion D, never on the number of Einsums.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from arch.model import Arch
+from pmapgen.generate import capacity_unit
+from pmapgen.pareto import pareto_mask
+from workloads.model import Workload
+
+
+def _levels(arch: Arch) -> list[str]:
+    return [m.name for m in arch.memories[1:] if capacity_unit(arch, m.name)[1] != float("inf")]
+
+
+def _same_loop(a, b, ex, ey) -> bool:
+    """Loop a of Einsum ex and loop b of Einsum ey are the same fused loop."""
+    if a[1:] != b[1:]:
+        return False
+    if a[0] == b[0]:
+        return True
+    return any(a[0] in ex.use(t).ranks and b[0] in ey.use(t).ranks
+               and ex.use(t).ranks.index(a[0]) == ey.use(t).ranks.index(b[0])
+               for t in set(ex.tensors) & set(ey.tensors))
+
+
+def initial(arch: Arch, depth: int) -> pd.DataFrame:
+    cols = {"rows": [()], "live": [()], "frontier": [()], "frontier_einsum": [""], "frontier_depth": [0],
+            "energy": [0.0], "latency": [0.0]}
+    for lv in _levels(arch):
+        cols[f"B:{lv}"] = [0.0]
+        for j in range(depth + 1):
+            cols[f"U:{lv}:{j}"] = [0.0]
+            for k in range(j):
+                cols[f"R:{lv}:{j}:{k}"] = [0.0]
+    return pd.DataFrame(cols)
+
+
+def join_step(partial: pd.DataFrame, table: pd.DataFrame, einsum: str, later: set[str],
+              workload: Workload, arch: Arch, depth: int) -> pd.DataFrame:
+    """Every compatible (partial mapping, pmapping of `einsum`) pair, with consolidated
+    reservations; `later` holds the Einsums not yet joined after this one."""
+    top = arch.memories[0].name
+    ey = workload.einsum(einsum)
+    levels = _levels(arch)
+    out = []
+    pgroups = partial.groupby(["live", "frontier", "frontier_einsum", "frontier_depth"], sort=False,
+                              dropna=False).indices
+    ygroups = table.groupby("compat", sort=False, dropna=False).indices
+    for (live, frontier, fe, fdepth), pi in pgroups.items():
+        live_d = dict(live)
+        for (ykey, yfused), yi in ygroups.items():
+            ykey_d = dict(ykey)
+            if any(live_d[t] != c for t, c in ykey_d.items() if t in live_d):
+                continue
+            s = max((len(c[1]) for t, c in live_d.items() if c[0] != top), default=0)
+            fy = len(yfused)
+            if s > fy or s > fdepth:
+                continue
+            if s and not all(_same_loop(a, b, workload.einsum(fe), ey) for a, b in zip(frontier[:s], yfused[:s])):
+                continue
+            # tensors live after this Einsum: used so far and by a later Einsum
+            new_live = {**live_d, **ykey_d}
+            new_live = {t: c for t, c in new_live.items() if any(u in later for u in workload.users(t))}
+            out.append(_combine(partial.iloc[pi], table.iloc[yi], s, fy, live_d, ykey_d, new_live,
+                                tuple(sorted(new_live.items())), yfused, einsum, levels, depth, arch, top))
+    if not out:
+        return partial.iloc[0:0]
+    return pd.concat(out, ignore_index=True)
+
+
+def _combine(p: pd.DataFrame, y: pd.DataFrame, s: int, fy: int, live: dict, ykey: dict, new_live: dict,
+             new_live_key, yfused, einsum: str, levels: list[str], depth: int, arch: Arch, top: str) -> pd.DataFrame:
+    n_p, n_y = len(p), len(y)
+    ip, iy = np.repeat(np.arange(n_p), n_y), np.tile(np.arange(n_y), n_p)
+    cols = {
+        "rows": [r + (int(k),) for r, k in zip(p["rows"].to_numpy()[ip], y.index.to_numpy()[iy])],
+        "live": [new_live_key] * len(ip), "frontier": [yfused] * len(ip),
+        "frontier_einsum": [einsum] * len(ip), "frontier_depth": [fy] * len(ip),
+        "energy": p["energy"].to_numpy()[ip] + y["energy"].to_numpy()[iy],
+        "latency": p["latency"].to_numpy()[ip] + y["latency"].to_numpy()[iy],
+    }
+    ok = np.ones(len(ip), dtype=bool)
+    for lv in levels:
+        capacity = capacity_unit(arch, lv)[1]
+
+        def res(k):  # Y's reservation with lifetime depth <= k
+            name = f"res:{lv}:{min(k, fy)}"
+            return y[name].to_numpy()[iy] if name in y else np.zeros(len(ip))
+
+        def backing(tensors):
+            total = np.zeros(len(ip))
+            for t in tensors:
+                if ykey[t][0] == lv:
+                    total = total + y[f"backing:{t}"].to_numpy()[iy]
+            return total
+
+        fresh = [t for t in ykey if ykey[t][0] != top and t not in live]
+        dying = [t for t in ykey if ykey[t][0] != top and t in live and t not in new_live]
+        B = p[f"B:{lv}"].to_numpy()[ip]
+        usage_y = res(fy) + B + backing(fresh)
+        U = {j: p[f"U:{lv}:{j}"].to_numpy()[ip].copy() for j in range(depth + 1)}
+        R = {(j, k): p[f"R:{lv}:{j}:{k}"].to_numpy()[ip].copy() for j in range(depth + 1) for k in range(j)}
+        for j in range(1, depth + 1):
+            m = min(j, s)
+            if m >= 1:
+                U[j] += res(m - 1)  # Y's part that lives while class-j Einsums run
+                usage_y = usage_y + R[(j, m - 1)]  # their part that lives while Y runs
+        for j in range(s + 1, depth + 1):  # classes deeper than s now share only s loops
+            U[s] = np.maximum(U[s], U[j])
+            U[j] = np.zeros(len(ip))
+            for k in range(s):
+                R[(s, k)] += R[(j, k)]
+            for k in range(j):
+                R[(j, k)] = np.zeros(len(ip))
+        U[fy] = np.maximum(U[fy], usage_y)
+        for k in range(fy):
+            R[(fy, k)] += res(k)
+        cols[f"B:{lv}"] = B + backing(fresh) - backing(dying)
+        for j in range(depth + 1):
+            cols[f"U:{lv}:{j}"] = U[j]
+            ok &= U[j] <= capacity
+            for k in range(j):
+                cols[f"R:{lv}:{j}:{k}"] = R[(j, k)]
+    return pd.DataFrame(cols)[ok]
+
+
+def prune_partial(partial: pd.DataFrame, objectives: tuple[str, ...]) -> pd.DataFrame:
+    """Drop partial mappings dominated within their group (same live tensors and frontier)."""
+    if partial.empty:
+        return partial
+    crit = list(objectives) + [c for c in partial.columns if c[:2] in ("U:", "R:", "B:")]
+    groups = pd.factorize(pd.Series(list(zip(partial["live"], partial["frontier"], partial["frontier_einsum"],
+                                                 partial["frontier_depth"]))))[0]
+    return partial[pareto_mask(partial[crit].to_numpy(dtype=float), groups)].reset_index(drop=True)
+
+
+def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
+         objectives: tuple[str, ...] = ("energy", "latency"), on_step=None) -> pd.DataFrame:
+    """All non-dominated full mappings (one row each; `rows` indexes each Einsum's table)."""
+    order = list(workload.einsum_names)
+    depth = max([int(t["fused_depth"].max()) for t in tables.values() if len(t)] + [0])
+    partial = initial(arch, depth)
+    for i, e in enumerate(order):
+        partial = prune_partial(join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth),
+                                objectives)
+        if on_step:
+            on_step(e, len(partial))
+        if partial.empty:
+            break
+    return partial
+
+
+def peak(row: pd.Series, arch: Arch) -> dict[str, float]:
+    """Peak usage per finite level of a full mapping row."""
+    return {lv: max(v for c, v in row.items() if c.startswith(f"U:{lv}:")) for lv in _levels(arch)}
