@@ -26,7 +26,7 @@ import pandas as pd
 from arch.model import Arch
 from looptree.model import analyze, cost
 from looptree.nodes import Loop, Pmapping, Storage
-from looptree.validate import canonical_loops, compatibility
+from looptree.validate import canonical_loops, compatibility, fused_depth
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
 from pmapgen.templates import Template, templates
@@ -57,20 +57,13 @@ def tracked_levels(arch: Arch, unit: str) -> list[str]:
 
 
 def _fused_structure(template: Template, workload: Workload, arch: Arch):
-    """(shared tensors on chip with their backing node index, number of fused loops)."""
+    """(einsum, shared tensors backed on chip with their backing node index, fused depth F)."""
     e = workload.einsum(template.einsum)
     top = arch.memories[0].name
-    shared = []  # (tensor, index of its backing node) for shared tensors backed on chip
-    seen: set[str] = set()
-    for i, node in enumerate(template.nodes):
-        if isinstance(node, Storage):
-            for t in node.tensors:
-                if t not in seen and node.level != top and workload.is_shared(t):
-                    shared.append((t, i))
-                seen.add(t)
-    deepest = max((i for _, i in shared), default=-1)
-    fused = sum(isinstance(n, Loop) for n in template.nodes[:deepest]) if deepest >= 0 else 0
-    return e, shared, fused
+    skeleton = template.with_tiles(list(range(template.n_slots)))
+    shared = [(t, skeleton.backing(t)[0]) for t in e.tensors
+              if workload.is_shared(t) and skeleton.backing(t)[1] != top]
+    return e, shared, fused_depth(skeleton, workload, arch)
 
 
 @dataclass
