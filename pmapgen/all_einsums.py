@@ -54,14 +54,18 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
 
 
 def _job(args):
-    einsum, workload, arch, constraints, objectives = args
-    return einsum, generate(einsum, workload, arch, constraints, objectives)
+    einsum, workload, arch, constraints, objectives, time_limit = args
+    return einsum, generate(einsum, workload, arch, constraints, objectives, time_limit)
 
 
 def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None = None,
-                 objectives=OBJECTIVES, workers: int | None = None, progress: bool = True
-                 ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
-    """pmapgen for every Einsum: {einsum: (table, templates, stats)}."""
+                 objectives=OBJECTIVES, workers: int | None = None, progress: bool = True,
+                 time_limit: float | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+    """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
+
+    `time_limit` (seconds per Einsum) makes an Einsum's enumeration stop early; its
+    `Stats.complete` is then False and its table is not exhaustive (see `generate`).
+    """
     constraints = constraints or {}
     representative: dict[tuple, str] = {}
     same_as: dict[str, str] = {}
@@ -69,7 +73,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         sig = signature(e, workload, constraints.get(e))
         same_as[e] = representative.setdefault(sig, e)
     unique = [e for e in workload.einsum_names if same_as[e] == e]
-    jobs = [(e, workload, arch, constraints.get(e), objectives) for e in unique]
+    jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit) for e in unique]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     results = {}
     bar = tqdm(total=len(jobs), desc="pmapgen", unit="einsum", disable=not progress)

@@ -101,30 +101,60 @@ def spatial_choices(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
         if slots:
             levels.append(k)
             per_level.append([s for s in _subsets(slots) if len(s) <= constraints.max_spatial_per_level])
-    for combo in product(*per_level):
-        yield {k: s for k, s in zip(levels, combo) if s}
+    choices = [{k: s for k, s in zip(levels, combo) if s} for combo in product(*per_level)]
+    # most potential parallelism first: a time-limited (anytime) run meets good ones early
+    yield from sorted(choices, key=lambda c: -_parallelism(c, workload, arch, unit))
+
+
+def _parallelism(choice: dict, workload: Workload, arch: Arch, unit: str) -> int:
+    """Instances a spatial choice could use at most (per dim: min(dim size, rank sizes))."""
+    total = 1
+    for group in choice.values():
+        dims: dict[str, int] = {}
+        for dim, r in group:
+            dims[dim] = dims.get(dim, 1) * workload.rank_sizes[r]
+        for dim, n in dims.items():
+            total *= min(n, arch.fanout_owner(dim, unit).dim(dim).size)
+    return total
 
 
 def templates(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
               constraints: Constraints | None = None) -> Iterator[Template]:
     """Every template of `einsum` on compute `unit` (see the module docstring)."""
     constraints = constraints or Constraints()
-    path = [m.name for m in arch.path(unit)]
     ranks = [r for r in einsum.rank_variables if workload.rank_sizes[r] > 1]
     relevance = {r: frozenset(t for t in einsum.tensors if r in einsum.use(t).ranks) for r in ranks}
     max_loops = {r: min(constraints.max_loops_per_rank, _prime_factors(workload.rank_sizes[r])) for r in ranks}
-    for levels in storage_choices(einsum, workload, arch, unit, constraints):
-        shared_onchip = {t for t, lv in levels.items() if lv[0] != 0 and workload.is_shared(t)}
-        pending = sorted((t, k) for t, lv in levels.items() for k in lv if k != 0)
-        root = tuple(sorted(t for t, lv in levels.items() if lv[0] == 0))
-        for spatial in spatial_choices(einsum, workload, arch, unit, constraints):
-            used = {r: sum(rr == r for group in spatial.values() for _, rr in group) for r in ranks}
-            if any(used[r] > max_loops[r] for r in ranks):
-                continue  # every loop needs a bound >= 2
-            yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                               constraints, nodes=[Storage(path[0], root)] if root else [],
-                               pending=pending, spatial_done=frozenset(), block=(), last="root",
-                               last_run=(), loops=used)
+    spatial_list = list(spatial_choices(einsum, workload, arch, unit, constraints))
+    streams = [_storage_templates(einsum, workload, arch, unit, constraints, ranks, relevance, max_loops,
+                                  spatial_list, levels)
+               for levels in storage_choices(einsum, workload, arch, unit, constraints)]
+    # round robin over storage choices: a time-limited (anytime) run samples all of them
+    while streams:
+        alive = []
+        for stream in streams:
+            template = next(stream, None)
+            if template is not None:
+                yield template
+                alive.append(stream)
+        streams = alive
+
+
+def _storage_templates(einsum, workload, arch, unit, constraints, ranks, relevance, max_loops,
+                       spatial_list, levels) -> Iterator[Template]:
+    """The templates of one storage choice (`levels`: tensor -> levels keeping it)."""
+    path = [m.name for m in arch.path(unit)]
+    shared_onchip = {t for t, lv in levels.items() if lv[0] != 0 and workload.is_shared(t)}
+    pending = sorted((t, k) for t, lv in levels.items() for k in lv if k != 0)
+    root = tuple(sorted(t for t, lv in levels.items() if lv[0] == 0))
+    for spatial in spatial_list:
+        used = {r: sum(rr == r for group in spatial.values() for _, rr in group) for r in ranks}
+        if any(used[r] > max_loops[r] for r in ranks):
+            continue  # every loop needs a bound >= 2
+        yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
+                           constraints, nodes=[Storage(path[0], root)] if root else [],
+                           pending=pending, spatial_done=frozenset(), block=(), last="root",
+                           last_run=(), loops=used)
 
 
 def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels, constraints,
