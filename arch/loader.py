@@ -22,7 +22,8 @@ _TOP_KEYS = ("name", "description", "clock", "levels")
 _MEMORY_KEYS = ("memory", "capacity", "read_energy", "write_energy", "bandwidth", "read_bandwidth",
                 "write_bandwidth", "fanout", "must_keep", "may_keep")
 _COMPUTE_KEYS = ("compute", "energy", "throughput", "einsums", "below")
-_DIM_KEYS = ("size", "multicast", "reduce")
+_DIM_KEYS = ("size", "multicast", "reduce", "iterates")
+_ITERATES = ("any", "multicast", "reduced")
 _EINSUM_SELECTORS = ("all", "mac", "vector")
 _EXAMPLE = {"capacity": "'512 KiB'", "bandwidth": "'614 GB/s'", "energy_per_bit": "'1.88 pJ/bit'",
             "energy": "'0.084 pJ'", "frequency": "'1.05 GHz'"}
@@ -188,9 +189,16 @@ class _ArchLoader:
             self.check_keys(spec, _DIM_KEYS, f)
             if "size" not in spec:
                 raise self.error(f"{f}.size", "missing; expected a positive integer (instances along the dim)")
-            out.append(FanoutDim(dim, self.positive_int(spec["size"], f"{f}.size"),
-                                 multicast=self.flag(spec.get("multicast", False), f"{f}.multicast"),
-                                 reduce=self.flag(spec.get("reduce", False), f"{f}.reduce")))
+            multicast = self.flag(spec.get("multicast", False), f"{f}.multicast")
+            reduce = self.flag(spec.get("reduce", False), f"{f}.reduce")
+            iterates = spec.get("iterates", "any")
+            if iterates not in _ITERATES:
+                raise self.error(f"{f}.iterates", f"expected one of {', '.join(_ITERATES)}, got {iterates!r}")
+            if (iterates, multicast, reduce) in (("multicast", False, reduce), ("reduced", multicast, False)):
+                flag = "multicast" if iterates == "multicast" else "reduce"
+                raise self.error(f"{f}.iterates", f"'{iterates}' needs {flag}: true on the same dim")
+            out.append(FanoutDim(dim, self.positive_int(spec["size"], f"{f}.size"), multicast=multicast,
+                                 reduce=reduce, iterates=iterates))
         return tuple(out)
 
     def compute(self, e: dict, field: str, memories: list[str]) -> ComputeUnit:

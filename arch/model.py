@@ -23,6 +23,22 @@ class FanoutDim:
     size: int
     multicast: bool = True
     reduce: bool = True
+    iterates: str = "any"  # which spatial loops the wiring supports: see `allows`
+
+    def allows(self, einsum, ranks) -> bool:
+        """Whether this dim can run spatial loops over `ranks` (all of its loops in one
+        pmapping of `einsum`). `any`: every rank variable (a reduced one only if the dim
+        reduces). `multicast`: the loops leave some read tensor unindexed, which the dim
+        broadcasts (a systolic array's input rows). `reduced`: only reduced rank variables,
+        whose updates the dim accumulates (a systolic array's partial-sum columns)."""
+        if any(r in einsum.reduced for r in ranks) and not self.reduce:
+            return False
+        if self.iterates == "reduced":
+            return all(r in einsum.reduced for r in ranks)
+        if self.iterates == "multicast" and ranks:
+            return any(not einsum.is_output(t) and not any(einsum.indexes(r, t) for r in ranks)
+                       for t in einsum.tensors)
+        return True
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ iteration space is small enough and says whether its counts agree with the model
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import types
 
@@ -64,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
 
 

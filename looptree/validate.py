@@ -131,6 +131,10 @@ def _validate_spatial(p: Pmapping, workload: Workload, arch: Arch, kept: dict, l
         if node.rank_variable in einsum.reduced and not dim.reduce:
             raise MappingError(p.einsum, i, f"spatial loop over reduced rank variable {node.rank_variable} "
                                             f"on {node.spatial}, which cannot reduce")
+        on_dim = [n.rank_variable for n in p.nodes if isinstance(n, Loop) and n.spatial == node.spatial]
+        if not dim.allows(einsum, on_dim):
+            raise MappingError(p.einsum, i, f"spatial loops over {', '.join(on_dim)} on {node.spatial}, which "
+                                            f"iterates only {dim.iterates} loops")
 
 
 def _validate_fused_loops(p: Pmapping, workload: Workload, arch: Arch, kept: dict) -> None:

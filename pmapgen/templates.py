@@ -100,7 +100,8 @@ def spatial_choices(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
                  and constraints.spatial_allowed(r, d.name)]
         if slots:
             levels.append(k)
-            per_level.append([s for s in _subsets(slots) if len(s) <= constraints.max_spatial_per_level])
+            per_level.append([s for s in _subsets(slots) if len(s) <= constraints.max_spatial_per_level
+                              and all(d.allows(einsum, [r for dd, r in s if dd == d.name]) for d in m.fanout)])
     choices = [{k: s for k, s in zip(levels, combo) if s} for combo in product(*per_level)]
     # most potential parallelism first: a time-limited (anytime) run meets good ones early
     yield from sorted(choices, key=lambda c: -_parallelism(c, workload, arch, unit))

@@ -53,8 +53,12 @@ def arch_specs_(draw, min_levels: int = 2, max_levels: int = 4, fanouts: bool = 
                  "read_energy": f"{draw(st.sampled_from([0.1, 0.3, 0.5]))} pJ/bit",
                  "write_energy": f"{draw(st.sampled_from([0.1, 0.2, 0.6]))} pJ/bit"}
         if fanouts == "always" or (fanouts and draw(st.booleans())):
-            level["fanout"] = {f"D{k}": {"size": draw(st.integers(2, 4)), "multicast": draw(st.booleans()),
-                                         "reduce": draw(st.booleans())}}
+            dim = {"size": draw(st.integers(2, 4)), "multicast": draw(st.booleans()), "reduce": draw(st.booleans())}
+            iterates = draw(st.sampled_from(["any", "any"] + ["multicast"] * dim["multicast"]
+                                            + ["reduced"] * dim["reduce"]))
+            if iterates != "any":
+                dim["iterates"] = iterates
+            level["fanout"] = {f"D{k}": dim}
         levels.append(level)
     levels.append({"compute": "MAC", "energy": "1 pJ", "throughput": 1})
     return {"name": "random", "clock": "1 GHz", "levels": levels}
@@ -94,6 +98,7 @@ def pmappings(draw, workload, arch, einsum: str | None = None, unit: str = "MAC"
     # (a rank's chain must not go up the hierarchy, or no order satisfies the constraints)
     extents: dict[str, int] = dict(workload.rank_sizes)
     deepest: dict[str, int] = {}
+    on_dim: dict[str, list[str]] = {}
     for idx, it in enumerate(items):
         if it[0] != "L":
             continue
@@ -101,10 +106,11 @@ def pmappings(draw, workload, arch, einsum: str | None = None, unit: str = "MAC"
         bound = extents[r] // tile
         extents[r] = tile
         options = [(k, d) for k, d in dims if room[d.name] >= bound and k >= deepest.get(r, 0)
-                   and (r not in e.reduced or d.reduce)]
+                   and d.allows(e, on_dim.get(d.name, []) + [r])]
         if options and draw(st.booleans()):
             k, d = draw(st.sampled_from(options))
             room[d.name] //= bound
+            on_dim.setdefault(d.name, []).append(r)
             deepest[r] = k
             items[idx] = ("L", r, tile, (k, d.name), it[4])
 

@@ -169,8 +169,9 @@ def test_tpuv4i_matches_design():
     assert lb.fanout == (arch.FanoutDim("core", 4, multicast=False, reduce=False),)
     assert lb.may_keep == ("activation",) and math.isinf(lb.bandwidth)
     assert reg.capacity_values == 1 and math.isinf(reg.capacity_bits) and reg.may_keep == ("read",)
-    assert reg.fanout == (arch.FanoutDim("X", 128, multicast=True, reduce=False),
-                          arch.FanoutDim("Y", 128, multicast=False, reduce=True))
+    # DESIGN §3: "one dim reuses the input by multicast, the other reduces the output"
+    assert reg.fanout == (arch.FanoutDim("X", 128, multicast=True, reduce=False, iterates="multicast"),
+                          arch.FanoutDim("Y", 128, multicast=False, reduce=True, iterates="reduced"))
     mac, vec = a.computes
     assert (mac.name, mac.energy, mac.throughput, mac.einsums) == ("MAC", pytest.approx(0.084), 1, ("mac",))
     assert (vec.name, vec.energy, vec.throughput, vec.below) == ("Vector", 0, 128, "LocalBuffer")

@@ -52,6 +52,29 @@ def test_illegal_pmapping_names_the_node(label, nodes, where, message):
     assert "\n" not in str(err.value)
 
 
+SYSTOLIC = {**TPU_LIKE, "levels": [*TPU_LIKE["levels"][:3],
+                                   {**TPU_LIKE["levels"][3], "fanout": {
+                                       "X": {"size": 4, "multicast": True, "iterates": "multicast"},
+                                       "Y": {"size": 4, "reduce": True, "iterates": "reduced"}}},
+                                   *TPU_LIKE["levels"][4:]]}
+
+
+@pytest.mark.parametrize("loops,legal", [
+    ((L("n", 1, "X"), L("k", 1, "Y")), True),  # X leaves A unindexed (broadcast), Y reduces k
+    ((L("m", 2, "X"),), True),  # m leaves W unindexed: W is the broadcast operand
+    ((L("m", 4, "X"), L("n", 2, "X")), False),  # no read tensor is left unindexed on X
+    ((L("n", 1, "Y"),), False),  # n is not reduced: a reduce-only dim cannot run it
+])
+def test_systolic_dims_run_only_their_loops(loops, legal):
+    w, a = workloads.load(MM), arch_specs.load(SYSTOLIC)
+    p = Pmapping("Z", (S("DRAM", ("A", "W", "Z")), *loops, C("MAC")))
+    if legal:
+        validate_pmapping(normalize(p, w), w, a)
+    else:
+        with pytest.raises(MappingError, match="iterates only"):
+            validate_pmapping(normalize(p, w), w, a)
+
+
 def test_legal_pmapping_passes():
     w, a = workloads.load(MM), arch_specs.load(TPU_LIKE)
     validate_pmapping(normalize(Pmapping("Z", GOOD_Z), w), w, a)
