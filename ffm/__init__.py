@@ -1,8 +1,11 @@
-"""ffm: FFM's second phase, group / prune / join of pmappings into full fused mappings.
+"""ffm: FFM's second phase and the product's entry point.
 
-Status: the exact join (`ffm.join.join`) is in place and checked against brute force;
-the ε-pruned two-pass search, `ffm.map` and its command line are not yet (issue 4).
+`ffm.map(workload, arch, objective=...)` runs pmapgen, the group / prune / join search
+(`ffm.join`, `ffm.search`) and evaluates the chosen mapping; `python -m ffm.map` is its
+command line. ε-pruning (FFM §6.3) is being added to the search.
 """
+from ffm.capacity import NoValidMapping
 from ffm.join import join
+from ffm.mapper import MapResult, map
 
-__all__ = ["join"]
+__all__ = ["MapResult", "NoValidMapping", "join", "map"]

@@ -69,14 +69,29 @@ def energy_text(pj: float) -> str:
     return _eng(pj * 1e-12, "J")
 
 
+def time_text(seconds: float) -> str:
+    return _eng(seconds, "s")
+
+
+def edp_text(edp_pj_s: float) -> str:
+    """An energy-delay product given in pJ*s, as J*s."""
+    return f"{edp_pj_s * 1e-12:.4g} J*s"
+
+
+def unfused_intermediates(evaluation, workload: Workload) -> tuple[str, ...]:
+    """Intermediate tensors exchanged through the top level (not fused), in workload order."""
+    return tuple(t for t, tensor in workload.tensors.items()
+                 if tensor.role == "intermediate" and t not in evaluation.fused_tensors)
+
+
 def report_text(evaluation, workload: Workload, arch: Arch, title: str = "") -> str:
     """Totals, what is fused, per-Einsum and per-level/tensor energy, peak usage, LoopTree."""
     ev = evaluation
     out = []
     if title:
         out += [title, "=" * len(title)]
-    out.append(f"Energy {energy_text(ev.energy_pJ)}   Latency {_eng(ev.latency_s, 's')}   "
-               f"EDP {ev.edp * 1e-12:.4g} J*s")
+    out.append(f"Energy {energy_text(ev.energy_pJ)}   Latency {time_text(ev.latency_s)}   "
+               f"EDP {edp_text(ev.edp)}")
     status = "valid" if ev.valid else "INVALID: " + "; ".join(f"{lv} {msg}" for lv, msg in ev.overflows.items())
     out.append(f"Capacity: {status}")
     top = arch.memories[0].name
@@ -86,6 +101,9 @@ def report_text(evaluation, workload: Workload, arch: Arch, title: str = "") -> 
             _, level = ev.mapping[workload.producer(t)].backing(t)
             where.append(f"{t} in {level}")
         out.append("Kept on chip (fused): " + ", ".join(where))
+        unfused = unfused_intermediates(ev, workload)
+        if unfused:
+            out.append(f"Through {top} (unfused): " + ", ".join(unfused))
     else:
         out.append(f"Kept on chip (fused): nothing; every intermediate goes through {top}")
     out.append("")

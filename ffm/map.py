@@ -1,0 +1,98 @@
+"""`python -m ffm.map --workload gpt3 --arch tpuv4i`: map a workload optimally and report it.
+
+Prints the report (totals, what stays on chip, per-Einsum and per-level energy, the
+LoopTree, mapper statistics); `--out` writes the DESIGN §8 export. Bad input is one line
+`file: field: expected ...` on stderr and exit status 2; no valid mapping is one line naming
+the capacity each level would need, exit status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import types
+from pathlib import Path
+
+from ffm.capacity import NoValidMapping
+from ffm.mapper import map as map_workload
+from ffm.report import result_text
+from looptree.mapping_io import save_json
+from specio import SpecError
+from workloads import parse_overrides
+
+
+DEFAULT_TIME_LIMIT = 60.0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (exit 2), like every other input error."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m ffm.map", description=__doc__.splitlines()[0])
+    p.add_argument("--workload", required=True, help="shipped name (gpt3, matmul_chain, ...) or YAML path")
+    p.add_argument("--arch", required=True, help="shipped name (tpuv4i, simple, ...) or YAML path")
+    p.add_argument("--set", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
+                   help="override workload variables, e.g. --set seq_len=65536 batch=1")
+    p.add_argument("--objective", default="energy", help="energy (default), latency, edp or pareto")
+    p.add_argument("--mapspace", default="ffm", help="ffm (default: the full mapspace)")
+    p.add_argument("--out", help="write the mapping export (JSON, DESIGN §8) here")
+    p.add_argument("--force", action="store_true", help="let --out overwrite an existing file")
+    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+                   help=f"pmapgen seconds per Einsum before it stops early and the result is flagged as not "
+                        f"provably optimal (default {DEFAULT_TIME_LIMIT:g}; 0: no limit, exhaustive)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    return p
+
+
+def _check_out(path: Path, force: bool) -> None:
+    if path.exists() and not force:
+        raise SpecError(str(path), None, "already exists; pass --force to overwrite it")
+    if not path.parent.is_dir():
+        raise SpecError(str(path), None, f"directory {path.parent} does not exist")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        variables = parse_overrides(args.set)
+        if args.out:  # checked before what may be minutes of mapping; save_json checks again
+            _check_out(Path(args.out), args.force)
+        result = map_workload(args.workload, args.arch, objective=args.objective, mapspace=args.mapspace,
+                              variables=variables, progress=not args.no_progress,
+                              time_limit=args.time_limit or None)
+        if args.out:  # before printing: a closed pipe (| head) must not lose the export
+            save_json(result.export(), args.out, force=args.force)
+        print(result_text(result) + (f"\n\nWrote {args.out}" if args.out else ""))
+    except NoValidMapping as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # a spec or --out that cannot be read or written (permissions, ...)
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+class _CallableModule(types.ModuleType):
+    """`ffm.map` is both this CLI module (`python -m ffm.map`) and the function
+    `ffm.map(workload, arch, ...)`: importing the module replaces the package attribute, so
+    the module forwards calls to the function."""
+
+    def __call__(self, *args, **kwargs):
+        return map_workload(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""`ffm.map`: the product's entry point. pmapgen for every Einsum, the join/search for the
+objective, then the chosen pmappings rebuilt into one LoopTree mapping and evaluated by
+`looptree.evaluate` (the same model the export is re-checked with)."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm import tqdm
+
+import arch as arch_specs
+import workloads
+from arch.model import Arch
+from ffm.capacity import NoValidMapping, needed_capacities
+from ffm.join import join
+from ffm.search import OBJECTIVES, criteria, search
+from looptree.evaluation import Evaluation, evaluate
+from looptree.mapping_io import export
+from looptree.nodes import Mapping
+from pmapgen import Constraints, Stats, generate_all, rebuild
+from specio import SpecError
+from workloads.model import Workload
+
+# DESIGN §9; only the full mapspace is implemented so far
+MAPSPACES = ("ffm", "unfused", "flat", "fusemax", "transfusion", "mas_attention", "fusecu")
+AVAILABLE_MAPSPACES = ("ffm",)
+
+
+@dataclass(frozen=True)
+class MapStats:
+    """What the mapper did: pmapgen per Einsum (Einsums identical up to names are generated
+    once and report the same Stats), partial mappings kept after each join step (of the search
+    pass that produced the result: the clean pass when ε-pruning ran first), and wall
+    seconds per phase ('pmapgen', 'join', 'evaluation')."""
+    pmapgen: dict[str, Stats]
+    join_steps: tuple[tuple[str, int], ...]
+    seconds: dict[str, float]
+
+    @property
+    def complete(self) -> bool:
+        """False if a pmapgen time limit cut an enumeration short (then not provably optimal)."""
+        return all(s.complete for s in self.pmapgen.values())
+
+
+@dataclass(frozen=True, eq=False)
+class MapResult:
+    """The optimal mapping(s) for the objective, evaluated, with the mapper's statistics.
+
+    `evaluations` holds one Evaluation for energy/latency/edp, or the whole energy-latency
+    frontier (by increasing energy) for pareto; `joined` holds the search's rows in the same
+    order (their energy and latency are what the join computed). `workload_ref`/`arch_ref`
+    are how the export names the specs (a shipped name or a path, when known)."""
+    workload: Workload
+    arch: Arch
+    objective: str
+    mapspace: str
+    evaluations: tuple[Evaluation, ...]
+    joined: pd.DataFrame
+    stats: MapStats
+    workload_ref: str
+    arch_ref: str
+
+    @property
+    def best_index(self) -> int:
+        """The chosen point: the only one, or the lowest-EDP point of a pareto frontier."""
+        return int(np.argmin([ev.edp for ev in self.evaluations]))
+
+    @property
+    def evaluation(self) -> Evaluation:
+        return self.evaluations[self.best_index]
+
+    @property
+    def mapping(self) -> Mapping:
+        return self.evaluation.mapping
+
+    @property
+    def mappings(self) -> tuple[Mapping, ...]:
+        return tuple(ev.mapping for ev in self.evaluations)
+
+    def export(self) -> dict:
+        """The DESIGN §8 document of the chosen mapping; for pareto, plus the frontier's
+        totals under "pareto"."""
+        doc = export(self.evaluation, self.workload_ref, self.arch_ref, dict(self.workload.variables),
+                     self.objective)
+        if self.objective == "pareto":
+            doc["pareto"] = [{"energy_pJ": ev.energy_pJ, "latency_s": ev.latency_s, "edp": ev.edp}
+                             for ev in self.evaluations]
+        return doc
+
+
+def _check_choice(value: str, choices: tuple[str, ...], what: str) -> None:
+    if value not in choices:
+        raise SpecError(what, str(value), f"expected one of {', '.join(choices)}")
+
+
+def _load(workload, arch, variables: dict | None) -> tuple[Workload, Arch, str, str]:
+    if isinstance(workload, Workload):
+        if variables:
+            raise SpecError("variables", None, "can only be set when the workload is given as a name, path or dict")
+        w = workload
+    else:
+        w = workloads.load(workload, **(variables or {}))
+    a = arch if isinstance(arch, Arch) else arch_specs.load(arch)
+    return w, a, _ref(workload, w), _ref(arch, a)
+
+
+def _ref(given, loaded) -> str:
+    """How an export names a spec: as given if a name or path, else its file, else its name."""
+    if isinstance(given, (str, Path)):
+        return str(given)
+    return loaded.source if Path(loaded.source).is_file() else loaded.name
+
+
+def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variables: dict | None = None,
+        progress: bool = True, constraints: dict[str, Constraints] | None = None,
+        workers: int | None = None, time_limit: float | None = None) -> MapResult:
+    """The optimal fused mapping(s) of `workload` on `arch` for `objective` (energy, latency,
+    edp, or pareto: the energy-latency frontier).
+
+    `workload`/`arch` may be shipped names, paths, dicts or loaded objects; `variables`
+    override the workload's variables. `time_limit` (seconds per Einsum) cuts pmapgen short
+    where it would take longer; the result is then the best found, not provably optimal, and
+    `result.stats.complete` is False (None: exhaustive). Raises SpecError for bad input and NoValidMapping
+    (naming the capacity each finite level would need) when nothing fits.
+    """
+    _check_choice(objective, OBJECTIVES, "objective")
+    _check_choice(mapspace, MAPSPACES, "mapspace")
+    if mapspace not in AVAILABLE_MAPSPACES:
+        raise SpecError("mapspace", mapspace, f"not yet available (available: {', '.join(AVAILABLE_MAPSPACES)}; "
+                                              f"planned: {', '.join(MAPSPACES[1:])})")
+    w, a, wref, aref = _load(workload, arch, variables)
+    seconds = {}
+
+    start = time.perf_counter()
+    results = generate_all(w, a, constraints, objectives=criteria(objective), workers=workers, progress=progress,
+                           time_limit=time_limit)
+    tables = {e: table for e, (table, _, _) in results.items()}
+    seconds["pmapgen"] = time.perf_counter() - start
+
+    start = time.perf_counter()
+    order = tuple(w.einsum_names)
+    bar = tqdm(total=len(order), desc="join", unit="einsum", disable=not progress)
+    passes = [0]
+
+    def step(einsum: str, kept: int) -> None:
+        if einsum == order[0]:  # the search may run several passes (ε-pruned, then clean)
+            passes[0] += 1
+            if passes[0] > 1:
+                bar.reset()
+                bar.set_description(f"join pass {passes[0]}")
+        bar.set_postfix_str(f"{einsum}: {kept} kept")
+        bar.update()
+
+    found = search(tables, w, a, objective, on_step=step)
+    bar.close()
+    seconds["join"] = time.perf_counter() - start
+
+    if found.best.empty:
+        def full_mappings(loose: Arch) -> pd.DataFrame:
+            res = generate_all(w, loose, constraints, objectives=criteria(objective), workers=workers, progress=False,
+                               time_limit=time_limit)
+            return join({e: t for e, (t, _, _) in res.items()}, w, loose, criteria(objective))
+        raise NoValidMapping(w.name, a, needed_capacities(a, full_mappings, progress))
+
+    start = time.perf_counter()
+    evaluations = tuple(evaluate(_rebuild(row, results, order), w, a) for _, row in found.best.iterrows())
+    seconds["evaluation"] = time.perf_counter() - start
+
+    stats = MapStats({e: s for e, (_, _, s) in results.items()}, tuple(found.steps), seconds)
+    return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
+
+
+def _rebuild(row: pd.Series, results: dict, order: tuple[str, ...]) -> Mapping:
+    """The full mapping a joined row stands for: one rebuilt pmapping per Einsum."""
+    pmappings = {}
+    for e, index in zip(order, row["rows"]):
+        table, templates, _ = results[e]
+        pmappings[e] = rebuild(table.loc[index], templates)
+    return Mapping(pmappings, order)

@@ -1,0 +1,50 @@
+"""The text report of a MapResult: looptree's evaluation report of the chosen mapping (totals,
+what stays on chip, per-Einsum and per-level/tensor energy, peak usage, the LoopTree), the
+pareto frontier when asked for, and what the mapper did."""
+from __future__ import annotations
+
+from ffm.mapper import MapResult, MapStats
+from looptree.render import edp_text, energy_text, report_text, time_text
+
+
+def frontier_text(result: MapResult) -> str:
+    """One line per frontier point (by increasing energy); * marks the lowest EDP."""
+    top = result.arch.memories[0].name
+    lines = [f"Energy-latency frontier ({len(result.evaluations)} points; * = lowest EDP, reported below):",
+             f"  {'#':>3} {'energy':>12}{'latency':>12}{'EDP':>14}  kept on chip"]
+    for k, ev in enumerate(result.evaluations):
+        mark = "*" if k == result.best_index else " "
+        fused = ", ".join(ev.fused_tensors) or f"nothing (all through {top})"
+        lines.append(f"{mark} {k:>3} {energy_text(ev.energy_pJ):>12}{time_text(ev.latency_s):>12}"
+                     f"{edp_text(ev.edp):>14}  {fused}")
+    return "\n".join(lines)
+
+
+def statistics_text(stats: MapStats) -> str:
+    """pmapgen per Einsum, partial mappings kept per join step, seconds per phase."""
+    lines = ["Mapper statistics:",
+             f"  {'Einsum':<14}{'templates':>11}{'tile shapes':>13}{'pmappings kept':>16}{'seconds':>9}"
+             f"{'kept after join':>17}"]
+    kept_after = dict(stats.join_steps)
+    for e, s in stats.pmapgen.items():
+        joined = f"{kept_after[e]:,}" if e in kept_after else "-"
+        note = "" if s.complete else "  (time limit: not exhaustive)"
+        lines.append(f"  {e:<14}{s.templates:>11,}{s.tile_shapes:>13,}{s.kept:>16,}{s.seconds:>9.2f}"
+                     f"{joined:>17}{note}")
+    lines.append("  time: " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in stats.seconds.items()))
+    if not stats.complete:
+        lines.append("  WARNING: pmapgen was cut short; the result is the best found, not provably optimal")
+    return "\n".join(lines)
+
+
+def result_text(result: MapResult) -> str:
+    """The whole report: frontier (pareto only), the chosen mapping's report, statistics."""
+    w, a = result.workload, result.arch
+    parts = []
+    if result.objective == "pareto":
+        parts += [frontier_text(result), ""]
+        title = f"{w.name} on {a.name}: lowest-EDP point of the energy-latency frontier (mapspace {result.mapspace})"
+    else:
+        title = f"{w.name} on {a.name}: optimal for {result.objective} (mapspace {result.mapspace})"
+    parts += [report_text(result.evaluation, w, a, title), "", statistics_text(result.stats)]
+    return "\n".join(parts)

@@ -1,0 +1,197 @@
+"""`ffm.map` and `python -m ffm.map`: the chosen mapping is what the join computed, is
+optimal in the ways optimality can be observed, round-trips through the export, and nothing
+fitting is explained exactly. Small problems only (a few seconds of pmapgen each)."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+
+import ffm
+from ffm.map import main
+from looptree import evaluate, load_mapping
+from looptree.render import report_text
+from specio import SpecError
+
+# Two chained matmuls on a 2-instance buffer with limited DRAM bandwidth: the energy,
+# latency and EDP optima all differ, and the energy-latency frontier has two points.
+WORKLOAD = {"name": "mm2", "variables": {"M": 4}, "rank_sizes": {"m": "M", "a": 2, "b": 2, "c": 2}, "bits": 8,
+            "einsums": ["Y[m,b] = X[m,a] * W1[a,b]", "Z[m,c] = Y[m,b] * W2[b,c]"]}
+ARCH = {"name": "fan2", "clock": "1 GHz", "levels": [
+    {"memory": "DRAM", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "1 pJ/bit",
+     "bandwidth": "8 GB/s"},
+    {"memory": "GlobalBuffer", "capacity": "64 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
+     "bandwidth": "inf", "fanout": {"X": {"size": 2, "multicast": True, "reduce": False}}},
+    {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]}
+OBJECTIVES = ("energy", "latency", "edp", "pareto")
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("specs")
+    (d / "mm2.yaml").write_text(yaml.safe_dump(WORKLOAD))
+    (d / "fan2.yaml").write_text(yaml.safe_dump(ARCH))
+    return str(d / "mm2.yaml"), str(d / "fan2.yaml")
+
+
+@pytest.fixture(scope="module")
+def results(specs):
+    return {obj: ffm.map(*specs, objective=obj, progress=False) for obj in OBJECTIVES}
+
+
+def test_map_equals_the_joined_rows(results):
+    for obj, r in results.items():
+        assert len(r.evaluations) == len(r.joined) >= 1
+        for ev, (_, row) in zip(r.evaluations, r.joined.iterrows()):
+            assert ev.valid
+            assert np.isclose(ev.energy_pJ, row["energy"], rtol=1e-9), obj
+            assert np.isclose(ev.latency_s, row["latency"], rtol=1e-9), obj
+
+
+def test_objectives_are_optimal_against_each_other(results):
+    energy, latency, edp = (results[o].evaluation for o in ("energy", "latency", "edp"))
+    assert edp.edp <= energy.edp * (1 + 1e-9) and edp.edp <= latency.edp * (1 + 1e-9)
+    assert energy.energy_pJ <= edp.energy_pJ * (1 + 1e-9) and energy.energy_pJ <= latency.energy_pJ * (1 + 1e-9)
+    assert latency.latency_s <= edp.latency_s * (1 + 1e-9) and latency.latency_s <= energy.latency_s * (1 + 1e-9)
+    assert edp.edp < energy.edp and edp.energy_pJ > energy.energy_pJ  # the case distinguishes them
+
+
+def test_pareto_frontier_is_non_dominated_and_spans_the_optima(results):
+    front = [(ev.energy_pJ, ev.latency_s) for ev in results["pareto"].evaluations]
+    assert len(front) >= 2
+    for i, a in enumerate(front):
+        for j, b in enumerate(front):
+            assert i == j or not (b[0] <= a[0] and b[1] <= a[1]), (a, b)
+    assert np.isclose(min(e for e, _ in front), results["energy"].evaluation.energy_pJ, rtol=1e-9)
+    assert np.isclose(min(t for _, t in front), results["latency"].evaluation.latency_s, rtol=1e-9)
+    r = results["pareto"]
+    assert r.evaluation.edp == min(ev.edp for ev in r.evaluations)
+    assert [p["energy_pJ"] for p in r.export()["pareto"]] == [e for e, _ in front]
+
+
+def test_statistics(results):
+    s = results["energy"].stats
+    assert set(s.pmapgen) == {"Y", "Z"} and all(st.kept >= 1 and st.complete for st in s.pmapgen.values())
+    assert [e for e, _ in s.join_steps] == ["Y", "Z"] and all(k >= 1 for _, k in s.join_steps)
+    assert set(s.seconds) == {"pmapgen", "join", "evaluation"}
+
+
+def test_export_re_evaluates_to_identical_totals(results, tmp_path):
+    r = results["energy"]
+    out = tmp_path / "m.json"
+    out.write_text(json.dumps(r.export()))
+    doc = load_mapping(out)
+    ev = evaluate(doc.mapping, r.workload, r.arch)
+    assert (ev.energy_pJ, ev.latency_s, ev.accesses) == (r.evaluation.energy_pJ, r.evaluation.latency_s,
+                                                          r.evaluation.accesses)
+    run = subprocess.run([sys.executable, "-m", "looptree.evaluate", str(out), "--check"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    totals = report_text(r.evaluation, r.workload, r.arch).splitlines()[0]
+    assert totals.startswith("Energy ") and totals in run.stdout
+    assert "Recorded totals match this evaluation." in run.stdout
+    assert "Y: agrees" in run.stdout and "Z: agrees" in run.stdout
+
+
+def test_cli_report_and_out_overwrite_rules(specs, tmp_path, capsys):
+    out = tmp_path / "result.json"
+    args = ["--workload", specs[0], "--arch", specs[1], "--set", "M=4", "--no-progress", "--out", str(out)]
+    assert main(args + ["--objective", "pareto"]) == 0
+    text = capsys.readouterr().out
+    for piece in ("Energy-latency frontier (2 points", "lowest-EDP point", "Energy ", "Latency ", "EDP ",
+                  "Kept on chip (fused):", "Energy by level and tensor:", "LoopTree:", "- (MAC) Y[m,b] = X[m,a] * W1[a,b]",
+                  "Mapper statistics:", "time: pmapgen"):
+        assert piece in text, piece
+    first = out.read_text()
+    assert json.loads(first)["objective"] == "pareto" and len(json.loads(first)["pareto"]) == 2
+
+    assert main(args + ["--objective", "energy"]) == 2  # refused before mapping
+    err = capsys.readouterr().err
+    assert "already exists; pass --force" in err and len(err.strip().splitlines()) == 1
+    assert out.read_text() == first
+
+    assert main(args + ["--objective", "energy", "--force"]) == 0
+    assert json.loads(out.read_text())["objective"] == "energy"
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--workload", "mm2", "--arch", "simple", "--set", "M"], "--set: M: expected NAME=INTEGER"),
+    (["--workload", "matmul_chain", "--arch", "simple", "--set", "nope=3"], "nope"),
+    (["--workload", "no_such_workload", "--arch", "simple"], "no shipped workload of that name"),
+    (["--workload", "matmul_chain", "--arch", "simple", "--objective", "speed"],
+     "objective: speed: expected one of energy, latency, edp, pareto"),
+    (["--workload", "matmul_chain", "--arch", "simple", "--mapspace", "flat"], "mapspace: flat: not yet available"),
+    (["--arch", "simple"], "the following arguments are required: --workload"),
+])
+def test_cli_bad_input_is_one_line_exit_2(extra, message):
+    run = subprocess.run([sys.executable, "-m", "ffm.map", "--no-progress", *extra], capture_output=True, text=True)
+    assert run.returncode == 2
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_api_rejects_unknown_mapspace_and_objective():
+    with pytest.raises(ValueError, match="not yet available.*planned: unfused, flat, fusemax"):
+        ffm.map("matmul_chain", "simple", mapspace="flat")
+    with pytest.raises(SpecError, match="expected one of energy, latency, edp, pareto"):
+        ffm.map("matmul_chain", "simple", objective="speed")
+
+
+# Two copies through a buffer that must keep every tensor: capacities in bits and values,
+# so the stated need can be checked to the unit.
+COPIES = {"name": "copy2", "rank_sizes": {"m": 4, "a": 4}, "bits": 8, "einsums": ["Y[m,a] = X[m,a]", "Z[m,a] = Y[m,a]"]}
+
+
+def tiny(buffer: str, register: str | None = None) -> dict:
+    levels = [{"memory": "DRAM", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "1 pJ/bit"},
+              {"memory": "GlobalBuffer", "capacity": buffer, "read_energy": "0.1 pJ/bit",
+               "write_energy": "0.1 pJ/bit", "must_keep": ["all"]}]
+    if register:
+        levels.append({"memory": "Register", "capacity": register, "read_energy": "0 pJ/bit",
+                       "write_energy": "0 pJ/bit", "must_keep": ["all"]})
+    return {"name": "tiny", "clock": "1 GHz", "levels": levels + [{"compute": "MAC", "energy": "1 pJ"}]}
+
+
+def test_no_valid_mapping_states_the_exact_capacity_needed():
+    import ffm.map  # noqa: F401  -- ffm.map is now the CLI module; it must still be callable
+    with pytest.raises(ffm.NoValidMapping) as info:
+        ffm.map(COPIES, tiny("8 bits"), progress=False)
+    need = info.value.needs["GlobalBuffer"]
+    assert str(info.value) == ("copy2 on tiny: no valid mapping: GlobalBuffer needs at least "
+                               f"{need / 8:g} B ({need:.0f} bits) per instance, has 1 B (8 bits)")
+    assert ffm.map(COPIES, tiny(f"{need:.0f} bits"), progress=False).evaluation.valid
+    with pytest.raises(ffm.NoValidMapping):
+        ffm.map(COPIES, tiny(f"{need - 1:.0f} bits"), progress=False)
+
+
+def test_no_valid_mapping_per_level_in_values():
+    with pytest.raises(ffm.NoValidMapping) as info:
+        ffm.map(COPIES, tiny("1 KiB", "1 values"), progress=False)
+    e = info.value
+    need = e.needs["Register"]
+    assert e.units["Register"] == "values" and f"Register needs at least {need:g} values per instance, has 1 value" in str(e)
+    assert ffm.map(COPIES, tiny("1 KiB", f"{need:g} values"), progress=False).evaluation.valid
+    with pytest.raises(ffm.NoValidMapping):
+        ffm.map(COPIES, tiny("1 KiB", f"{need - 1:g} values"), progress=False)
+
+
+def test_cli_no_valid_mapping_is_one_line_exit_1(tmp_path):
+    a, w = tmp_path / "tiny.yaml", tmp_path / "copy2.yaml"
+    a.write_text(yaml.safe_dump(tiny("8 bits", "1 values")))
+    w.write_text(yaml.safe_dump(COPIES))
+    run = subprocess.run([sys.executable, "-m", "ffm.map", "--workload", str(w), "--arch", str(a), "--no-progress"],
+                         capture_output=True, text=True)
+    assert run.returncode == 1
+    assert run.stderr.strip() == ("error: copy2 on tiny: no valid mapping: even an unlimited GlobalBuffer alone "
+                                  "would not suffice; or even an unlimited Register alone would not suffice")
+
+
+def test_report_says_which_intermediates_go_through_dram():
+    import arch as arch_specs
+    import workloads
+    doc = load_mapping("looptree/examples/ffm_fig2_fused.json")
+    w, a = workloads.load(doc.workload, **doc.variables), arch_specs.load(doc.arch)
+    text = report_text(evaluate(doc.mapping, w, a), w, a)
+    assert "Kept on chip (fused): A in GlobalBuffer\nThrough DRAM (unfused): B\n" in text
