@@ -30,7 +30,7 @@ from looptree.validate import canonical_loops, compatibility, fused_depth
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
 from pmapgen.templates import Template, templates
-from pmapgen.tiles import tile_shapes
+from pmapgen.tiles import tile_shape_chunks
 from workloads.model import Workload
 
 OBJECTIVES = ("energy", "latency")
@@ -115,10 +115,22 @@ def template_rows(template: Template, tiles: np.ndarray, workload: Workload, arc
         for k in range(fused + 1):
             cols[f"res:{level}:{k}"] = res[k]
         feasible &= res[fused] + backing_total <= capacity
-    fused_tiles = tiles[:, :fused]
-    groups = (np.unique(fused_tiles, axis=0, return_inverse=True)[1].reshape(-1) if fused and n
-              else np.zeros(n, dtype=np.int64))
-    return Rows(template, tiles, cols, fused, groups).take(feasible)
+    return Rows(template, tiles, cols, fused, _groups(tiles, fused)).take(feasible)
+
+
+def _groups(tiles: np.ndarray, fused: int) -> np.ndarray:
+    """Group label per row within one template: rows with the same fused loops' tiles."""
+    if not fused or not len(tiles):
+        return np.zeros(len(tiles), dtype=np.int64)
+    return np.unique(tiles[:, :fused], axis=0, return_inverse=True)[1].reshape(-1)
+
+
+def _concat(parts: list[Rows]) -> Rows:
+    """The rows of several chunks of one template as one Rows (group labels re-derived)."""
+    tiles = np.concatenate([r.tiles for r in parts])
+    first = parts[0]
+    columns = {k: np.concatenate([np.broadcast_to(r.columns[k], len(r.tiles)) for r in parts]) for k in first.columns}
+    return Rows(first.template, tiles, columns, first.fused, _groups(tiles, first.fused))
 
 
 def prune_rows(rows: Rows, objectives=OBJECTIVES) -> Rows:
@@ -187,12 +199,15 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
                 complete = False
                 break
             n_templates += 1
-            tiles = tile_shapes(template, workload, arch, (constraints or Constraints()).tiles)
-            n_shapes += len(tiles)
-            if len(tiles):
+            parts = []
+            for tiles in tile_shape_chunks(template, workload, arch, (constraints or Constraints()).tiles):
+                n_shapes += len(tiles)
                 rows = prune_rows(template_rows(template, tiles, workload, arch), objectives)
                 if len(rows.tiles):
-                    kept.append(rows)
+                    parts.append(rows)
+            if len(parts) > 1:  # chunks of one template: prune their union (groups are per template)
+                parts = [prune_rows(_concat(parts), objectives)]
+            kept += [r for r in parts if len(r.tiles)]
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
         return empty, [], Stats(n_templates, n_shapes, 0, complete, time.perf_counter() - start)

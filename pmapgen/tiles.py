@@ -3,7 +3,9 @@ extent above it, every bound >= 2), crossed over rank variables, keeping only sh
 spatial loops fit their fanout dims."""
 from __future__ import annotations
 
+import math
 from functools import lru_cache
+from typing import Iterator
 
 import numpy as np
 
@@ -24,34 +26,64 @@ def divisor_chains(size: int, length: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def tile_shapes(template: Template, workload: Workload, arch: Arch, allowed: dict | None = None) -> np.ndarray:
-    """(n_shapes x n_slots) int64 array of every legal tile assignment of `template`;
-    `allowed` (rank -> tile sizes) restricts the tiles of that rank's loops."""
-    slots = template.slots()
+def tile_shape_chunks(template: Template, workload: Workload, arch: Arch, allowed: dict | None = None,
+                      max_rows: int = 1 << 20) -> Iterator[np.ndarray]:
+    """Every legal tile assignment of `template` (see `tile_shapes`), in arrays of at most
+    about `max_rows` rows, so memory stays bounded however many shapes a template has."""
     n = template.n_slots
     by_rank: dict[str, list[int]] = {}
-    for loop in slots:
+    for loop in template.slots():
         by_rank.setdefault(loop.rank_variable, []).append(loop.tile)
-    tiles = np.ones((1, n), dtype=np.int64)
+    chains = []
     for r, ks in by_rank.items():
-        chains = np.array(divisor_chains(workload.rank_sizes[r], len(ks)), dtype=np.int64).reshape(-1, len(ks))
+        c = np.array(divisor_chains(workload.rank_sizes[r], len(ks)), dtype=np.int64).reshape(-1, len(ks))
         if allowed and r in allowed:
-            chains = chains[np.isin(chains, list(allowed[r])).all(axis=1)]
-        if len(chains) == 0:
-            return np.zeros((0, n), dtype=np.int64)
-        rows = np.repeat(tiles, len(chains), axis=0)
-        rows[:, ks] = np.tile(chains, (len(tiles), 1))
-        tiles = rows
-    # spatial fit: per dim, the product of its loops' bounds must not exceed the dim's size
-    extent = {r: np.full(len(tiles), workload.rank_sizes[r], dtype=np.int64) for r in by_rank}
+            c = c[np.isin(c, list(allowed[r])).all(axis=1)]
+        if len(c) == 0:
+            return
+        chains.append((ks, c))
+    yield from _chunks(np.ones((1, n), dtype=np.int64), chains, template, workload, arch, max_rows)
+
+
+def _chunks(prefix: np.ndarray, chains: list, template: Template, workload: Workload, arch: Arch,
+            max_rows: int) -> Iterator[np.ndarray]:
+    """Cross `prefix` rows with the chains of the remaining ranks, splitting on the first
+    rank when the product would exceed `max_rows`."""
+    if not chains:
+        tiles = prefix[_spatial_fit(prefix, template, workload, arch)]
+        if len(tiles):
+            yield tiles
+        return
+    (ks, c), rest = chains[0], chains[1:]
+    total = len(prefix) * len(c) * math.prod(len(cc) for _, cc in rest)
+    step = len(c) if total <= max_rows else max(1, len(c) * max_rows // total)
+    for start in range(0, len(c), step):
+        part = c[start:start + step]
+        rows = np.repeat(prefix, len(part), axis=0)
+        rows[:, ks] = np.tile(part, (len(prefix), 1))
+        yield from _chunks(rows, rest, template, workload, arch, max_rows)
+
+
+def _spatial_fit(tiles: np.ndarray, template: Template, workload: Workload, arch: Arch) -> np.ndarray:
+    """Rows whose spatial loops fit their dims: per dim, the product of its loops' bounds
+    must not exceed the dim's size."""
+    extent: dict[str, np.ndarray] = {}
     used: dict[str, np.ndarray] = {}
-    for loop in slots:
+    for loop in template.slots():
+        r = loop.rank_variable
         t = tiles[:, loop.tile]
-        bound = extent[loop.rank_variable] // t
-        extent[loop.rank_variable] = t
+        bound = extent.get(r, workload.rank_sizes[r]) // t
+        extent[r] = t
         if loop.spatial is not None:
             used[loop.spatial] = used.get(loop.spatial, 1) * bound
     keep = np.ones(len(tiles), dtype=bool)
     for dim, product in used.items():
         keep &= product <= arch.fanout_owner(dim, template.unit).dim(dim).size
-    return tiles[keep]
+    return keep
+
+
+def tile_shapes(template: Template, workload: Workload, arch: Arch, allowed: dict | None = None) -> np.ndarray:
+    """(n_shapes x n_slots) int64 array of every legal tile assignment of `template`;
+    `allowed` (rank -> tile sizes) restricts the tiles of that rank's loops."""
+    parts = list(tile_shape_chunks(template, workload, arch, allowed, max_rows=1 << 62))
+    return np.concatenate(parts) if parts else np.zeros((0, template.n_slots), dtype=np.int64)
