@@ -14,15 +14,22 @@ A partial mapping (Einsums 0..i joined) keeps:
   tensors. Joining Y at shared depth s adds Y's live part to every class, merges classes
   deeper than s into s, and adds Y as class F_Y. The number of columns depends only on
   the deepest fusion D, never on the number of Einsums.
+
+Pruning is exact by default; `join(..., delta=δ)` ε-prunes every step but the last
+(`ffm.epsilon`), and `admit` drops partial mappings that cannot beat a known bound (the
+clean pass of `ffm.search`).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from arch.model import Arch
 from pmapgen.generate import capacity_unit
-from pmapgen.pareto import pareto_mask
+from ffm.epsilon import epsilon_mask
 from workloads.model import Workload
 
 
@@ -53,10 +60,33 @@ def initial(arch: Arch, depth: int) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+BATCH_ROWS = 1 << 20  # joined rows built at once; memory stays bounded however large a step
+
+
 def join_step(partial: pd.DataFrame, table: pd.DataFrame, einsum: str, later: set[str],
-              workload: Workload, arch: Arch, depth: int) -> pd.DataFrame:
+              workload: Workload, arch: Arch, depth: int,
+              fresh: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+              merge: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+              counted: list[int] | None = None) -> pd.DataFrame:
     """Every compatible (partial mapping, pmapping of `einsum`) pair, with consolidated
-    reservations; `later` holds the Einsums not yet joined after this one."""
+    reservations; `later` holds the Einsums not yet joined after this one.
+
+    The pairs are built in batches of about BATCH_ROWS rows; `fresh` is applied to each new
+    batch and `merge` (e.g. exact pruning, which commutes with taking unions) to the kept
+    rows whenever they exceed a batch, so a large step never holds all its pairs at once.
+    `counted` receives the number of pairs within capacity, batch by batch."""
+    fresh = fresh or (lambda df: df)
+    kept_rows = [0]
+
+    def add(df: pd.DataFrame) -> None:
+        if counted is not None:
+            counted.append(len(df))
+        out.append(fresh(df))
+        kept_rows[0] += len(out[-1])
+        if merge is not None and kept_rows[0] > BATCH_ROWS and len(out) > 1:
+            out[:] = [merge(pd.concat(out, ignore_index=True))]
+            kept_rows[0] = len(out[0])
+
     top = arch.memories[0].name
     ey = workload.einsum(einsum)
     levels = _levels(arch)
@@ -64,12 +94,23 @@ def join_step(partial: pd.DataFrame, table: pd.DataFrame, einsum: str, later: se
     pgroups = partial.groupby(["live", "frontier", "frontier_einsum", "frontier_depth"], sort=False,
                               dropna=False).indices
     ygroups = table.groupby("compat", sort=False, dropna=False).indices
+    by_shared: dict[tuple, dict[tuple, list]] = {}  # hash join on the c_T of tensors both sides have
+
+    def matching(live_d: dict) -> list:
+        ytensors = {t for (ykey, _) in ygroups for t, _ in ykey}
+        common = tuple(sorted(ytensors & set(live_d)))
+        if common not in by_shared:
+            index: dict[tuple, list] = {}
+            for (ykey, yfused), yi in ygroups.items():
+                ykey_d = dict(ykey)
+                index.setdefault(tuple(ykey_d.get(t) for t in common), []).append((ykey, yfused, yi))
+            by_shared[common] = index
+        return by_shared[common].get(tuple(live_d[t] for t in common), [])
+
     for (live, frontier, fe, fdepth), pi in pgroups.items():
         live_d = dict(live)
-        for (ykey, yfused), yi in ygroups.items():
+        for ykey, yfused, yi in matching(live_d):
             ykey_d = dict(ykey)
-            if any(live_d[t] != c for t, c in ykey_d.items() if t in live_d):
-                continue
             s = max((len(c[1]) for t, c in live_d.items() if c[0] != top), default=0)
             fy = len(yfused)
             if s > fy or s > fdepth:
@@ -79,8 +120,10 @@ def join_step(partial: pd.DataFrame, table: pd.DataFrame, einsum: str, later: se
             # tensors live after this Einsum: used so far and by a later Einsum
             new_live = {**live_d, **ykey_d}
             new_live = {t: c for t, c in new_live.items() if any(u in later for u in workload.users(t))}
-            out.append(_combine(partial.iloc[pi], table.iloc[yi], s, fy, live_d, ykey_d, new_live,
-                                tuple(sorted(new_live.items())), yfused, einsum, levels, depth, arch, top))
+            step = max(1, BATCH_ROWS // max(1, len(yi)))
+            for start in range(0, len(pi), step):
+                add(_combine(partial.iloc[pi[start:start + step]], table.iloc[yi], s, fy, live_d, ykey_d, new_live,
+                             tuple(sorted(new_live.items())), yfused, einsum, levels, depth, arch, top))
     if not out:
         return partial.iloc[0:0]
     return pd.concat(out, ignore_index=True)
@@ -142,25 +185,59 @@ def _combine(p: pd.DataFrame, y: pd.DataFrame, s: int, fy: int, live: dict, ykey
     return pd.DataFrame(cols)[ok]
 
 
-def prune_partial(partial: pd.DataFrame, objectives: tuple[str, ...]) -> pd.DataFrame:
-    """Drop partial mappings dominated within their group (same live tensors and frontier)."""
+def prune_partial(partial: pd.DataFrame, objectives: tuple[str, ...], delta: float = 0.0) -> pd.DataFrame:
+    """Drop partial mappings dominated within their group (same live tensors and frontier);
+    with δ > 0, ε-dominated ones too (within 1+δ in every criterion, `ffm.epsilon`)."""
     if partial.empty:
         return partial
     crit = list(objectives) + [c for c in partial.columns if c[:2] in ("U:", "R:", "B:")]
     groups = pd.factorize(pd.Series(list(zip(partial["live"], partial["frontier"], partial["frontier_einsum"],
                                                  partial["frontier_depth"]))))[0]
-    return partial[pareto_mask(partial[crit].to_numpy(dtype=float), groups)].reset_index(drop=True)
+    return partial[epsilon_mask(partial[crit].to_numpy(dtype=float), groups, delta)].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one join step produced: rows joined (within capacity), admitted by the bound,
+    kept by pruning."""
+    einsum: str
+    joined: int
+    admitted: int
+    kept: int
 
 
 def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
-         objectives: tuple[str, ...] = ("energy", "latency"), on_step=None) -> pd.DataFrame:
-    """All non-dominated full mappings (one row each; `rows` indexes each Einsum's table)."""
+         objectives: tuple[str, ...] = ("energy", "latency"), on_step=None, delta: float = 0.0,
+         admit: Callable[[int, pd.DataFrame], np.ndarray] | None = None,
+         trace: list[Step] | None = None) -> pd.DataFrame:
+    """All non-dominated full mappings (one row each; `rows` holds each Einsum's table
+    index label).
+
+    `delta` > 0 ε-prunes every step but the last (the last prunes exactly: coarsening it
+    would only lose precision). `admit(i, partial)` (after joining the i-th Einsum) masks
+    the rows that may still be part of a wanted mapping. `on_step(einsum, kept)` is called
+    after every step; `trace` collects a `Step` per step.
+    """
     order = list(workload.einsum_names)
     depth = max([int(t["fused_depth"].max()) for t in tables.values() if len(t)] + [0])
     partial = initial(arch, depth)
     for i, e in enumerate(order):
-        partial = prune_partial(join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth),
-                                objectives)
+        joined_parts: list[int] = []
+        admitted_parts: list[int] = []
+
+        def fresh(df: pd.DataFrame, i=i) -> pd.DataFrame:  # admit batch by batch; prune when they pile up
+            if admit is not None and len(df):
+                df = df[admit(i, df)].reset_index(drop=True)
+            admitted_parts.append(len(df))
+            return df
+
+        partial = join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth, fresh,
+                            lambda df: prune_partial(df, objectives), joined_parts)
+        joined = sum(joined_parts)
+        admitted = sum(admitted_parts)
+        partial = prune_partial(partial, objectives, delta if i < len(order) - 1 else 0.0)
+        if trace is not None:
+            trace.append(Step(e, joined, admitted, len(partial)))
         if on_step:
             on_step(e, len(partial))
         if partial.empty:

@@ -1,22 +1,39 @@
-"""Choosing the optimal full mapping(s) for an objective from the joined pmappings.
+"""Choosing the optimal full mapping(s) for an objective: the two-pass search of FFM §6.3.
 
-`search` is the interface the mapper uses; it runs the exact join (FFM §6.2) with the
-criteria the objective needs and picks the optimum (or, for `pareto`, the energy-latency
-frontier). The ε-pruned two-pass search (FFM §6.3) plugs in here.
+1. **Dirty pass**: the join with ε-pruning (`ffm.epsilon`) on every criterion, objectives
+   and reservations, with the per-step δ that keeps the end-to-end factor at 1+ε. Capacity
+   is still checked on real values, so whatever it finds is a valid mapping; its objective
+   is an upper bound B on the optimum. If it finds nothing (coarsened reservations can lose
+   every valid mapping), it is retried with ε/4, ... down to `EPSILON_FLOOR`, then exactly.
+2. **Clean pass**: the exact join, dropping after every step (and from the pmapping tables
+   before joining) every partial mapping whose objective lower bound exceeds B. Energy and
+   latency are sums over Einsums of non-negative terms, so a partial mapping's value plus
+   the smallest value each remaining Einsum's table offers bounds every completion from
+   below; EDP = energy x latency is increasing in both, so the product of the two bounds
+   bounds it. The optimum (value <= B) is never dropped, and exact pruning keeps it or a
+   mapping at least as good, so the clean pass returns the exact optimum.
+
+For `pareto` no single bound exists: the exact join runs (one pass). docs/search.md has the
+rules, the dirty pass's guarantee and the defaults.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from arch.model import Arch
-from ffm.join import join
+from ffm.epsilon import step_epsilon
+from ffm.join import Step, join
 from pmapgen.pareto import pareto_mask
 from workloads.model import Workload
 
 OBJECTIVES = ("energy", "latency", "edp", "pareto")
+DEFAULT_EPSILON = 0.2  # the paper's first guess (FFM §6.3), here the end-to-end factor
+EPSILON_FLOOR = 0.01  # retries go ε, ε/4, ... while >= this, then exact
+BOUND_RTOL = 1e-9  # slack on B: lower bounds and totals are summed in different orders
 
 
 def criteria(objective: str) -> tuple[str, ...]:
@@ -26,10 +43,35 @@ def criteria(objective: str) -> tuple[str, ...]:
     return (objective,) if objective in ("energy", "latency") else ("energy", "latency")
 
 
+def objective_value(energy, latency, objective: str):
+    """The scalar objective (energy, latency or EDP) of arrays of energies and latencies."""
+    if objective == "energy":
+        return energy
+    if objective == "latency":
+        return latency
+    if objective == "edp":
+        return np.asarray(energy) * np.asarray(latency)
+    raise ValueError(f"no scalar value for objective {objective!r}")
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One join run: `name` is dirty, clean or exact; `epsilon` its end-to-end ε and
+    `delta` the per-step δ (0: exact pruning); `found` full mappings it kept."""
+    name: str
+    epsilon: float
+    delta: float
+    steps: tuple[Step, ...]
+    found: int
+
+
 @dataclass
 class SearchResult:
     best: pd.DataFrame  # chosen full mappings: one row, or the frontier for `pareto`
-    steps: list[tuple[str, int]] = field(default_factory=list)  # (einsum, partial mappings kept)
+    steps: list[tuple[str, int]] = field(default_factory=list)  # (einsum, kept) of the pass that gave `best`
+    passes: list[Pass] = field(default_factory=list)  # every pass, in order (retries included)
+    bound: float | None = None  # B, the dirty optimum the clean pass pruned against
+    epsilon: float = 0.0  # ε of the dirty pass that found a mapping (0: none was run, or exact)
 
 
 def select(full: pd.DataFrame, objective: str) -> pd.DataFrame:
@@ -40,19 +82,75 @@ def select(full: pd.DataFrame, objective: str) -> pd.DataFrame:
         x = full[["energy", "latency"]].to_numpy(dtype=float)
         front = full[pareto_mask(x, np.zeros(len(full), dtype=np.int64))]
         return front.sort_values("energy").reset_index(drop=True)
-    value = full["energy"] * full["latency"] if objective == "edp" else full[objective]
-    return full.iloc[[int(np.argmin(value.to_numpy()))]].reset_index(drop=True)
+    value = objective_value(full["energy"].to_numpy(), full["latency"].to_numpy(), objective)
+    return full.iloc[[int(np.argmin(value))]].reset_index(drop=True)
+
+
+def _under_bound(tables: dict[str, pd.DataFrame], order: list[str], objective: str, bound: float):
+    """(tables without rows that cannot be in a mapping within `bound`, admit(i, partial)
+    for the join). A lower bound of a completion adds the smallest energy and latency
+    each remaining Einsum's table offers."""
+    limit = bound * (1 + BOUND_RTOL)
+    low_e = np.array([tables[e]["energy"].min() for e in order], dtype=float)
+    low_l = np.array([tables[e]["latency"].min() for e in order], dtype=float)
+
+    def within(energy, latency, rest_e: float, rest_l: float) -> np.ndarray:
+        return objective_value(np.asarray(energy, dtype=float) + rest_e,
+                               np.asarray(latency, dtype=float) + rest_l, objective) <= limit
+
+    kept = {}
+    for k, e in enumerate(order):
+        t = tables[e]
+        kept[e] = t[within(t["energy"], t["latency"], np.delete(low_e, k).sum(), np.delete(low_l, k).sum())]
+
+    def admit(i: int, partial: pd.DataFrame) -> np.ndarray:
+        return within(partial["energy"], partial["latency"], low_e[i + 1:].sum(), low_l[i + 1:].sum())
+
+    return kept, admit
 
 
 def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, objective: str = "energy",
-           on_step=None) -> SearchResult:
-    """The optimal full mapping(s) for `objective` over the pmapping tables."""
-    steps: list[tuple[str, int]] = []
+           on_step: Callable[[str, int], None] | None = None, *, epsilon: float = DEFAULT_EPSILON,
+           dirty_only: bool = False, on_pass: Callable[[str, float], None] | None = None) -> SearchResult:
+    """The optimal full mapping(s) for `objective` over the pmapping tables (row labels of
+    `tables` are what `best["rows"]` holds).
 
-    def record(einsum: str, kept: int) -> None:
-        steps.append((einsum, kept))
-        if on_step:
-            on_step(einsum, kept)
+    `epsilon` is the dirty pass's end-to-end factor (0: one exact pass); `dirty_only`
+    returns the dirty pass's choice (within the guarantee of docs/search.md) without the
+    clean pass. `on_step(einsum, kept)` is called after every join step of every pass,
+    `on_pass(name, epsilon)` before each pass.
+    """
+    crit = criteria(objective)
+    order = list(workload.einsum_names)
+    passes: list[Pass] = []
 
-    full = join(tables, workload, arch, criteria(objective), on_step=record)
-    return SearchResult(select(full, objective), steps)
+    def run(name: str, eps: float, delta: float, tabs=tables, admit=None) -> pd.DataFrame:
+        if on_pass:
+            on_pass(name, eps)
+        trace: list[Step] = []
+        full = join(tabs, workload, arch, crit, on_step=on_step, delta=delta, admit=admit, trace=trace)
+        passes.append(Pass(name, eps, delta, tuple(trace), len(full)))
+        return full
+
+    def result(full: pd.DataFrame, bound: float | None = None, eps: float = 0.0) -> SearchResult:
+        last = passes[-1]
+        return SearchResult(select(full, objective), [(s.einsum, s.kept) for s in last.steps], passes, bound, eps)
+
+    if epsilon <= 0 or (objective == "pareto" and not dirty_only) or any(len(tables[e]) == 0 for e in order):
+        return result(run("exact", 0.0, 0.0))
+    eps = epsilon
+    while True:
+        delta = step_epsilon(eps, len(order) - 1)
+        full = run("dirty" if delta else "exact", eps if delta else 0.0, delta)
+        if not full.empty or not delta:
+            break
+        eps = eps / 4 if eps / 4 >= EPSILON_FLOOR else 0.0
+    if dirty_only or not delta:  # (an exact pass is the answer: nothing to clean)
+        return result(full, eps=eps if delta else 0.0)
+    dirty = select(full, objective)
+    bound = float(objective_value(dirty["energy"].to_numpy(), dirty["latency"].to_numpy(), objective)[0])
+    kept, admit = _under_bound(tables, order, objective, bound)
+    clean = run("clean", 0.0, 0.0, kept, admit)
+    if clean.empty:  # impossible: the dirty mapping itself is within the bound
+        raise RuntimeError(f"clean pass lost every mapping within the dirty bound {bound!r}")
+    return result(clean, bound, eps)

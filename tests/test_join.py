@@ -19,17 +19,39 @@ SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @st.composite
+def dags(draw, n_einsums=(2, 3), sizes=(2, 4), kinds=("mm", "mv", "copy", "scale")) -> dict:
+    """A workload spec: a vector copy X[m,a] = I[m,a], then Einsums each reading an earlier
+    intermediate (so some tensor may be read twice): `mm` Y[m,b] = X[m,a] * W[a,b],
+    `mv` Y[m] = X[m,a] * W[a], `copy` Y[..] = X[..], `scale` Y[m,a] = X[m,a] * S[m]
+    (reads the head X and a [m] intermediate: a join in the DAG)."""
+    n = draw(st.sampled_from(list(n_einsums)))
+    ranks = {"m": draw(st.sampled_from(sizes)), "a": draw(st.sampled_from(sizes)), "b": draw(st.sampled_from(sizes))}
+    einsums, shapes = ["X[m,a] = I[m,a]"], {"X": "m,a"}
+    for k in range(n - 1):
+        src = draw(st.sampled_from(sorted(shapes)))
+        other = {"m,a": "m,b", "m,b": "m,a"}.get(shapes[src])
+        options = {"copy": shapes[src]}
+        if other:
+            options.update({"mm": other, "mv": "m"})
+        if shapes[src] == "m":
+            options["scale"] = "m,a"
+        kind = draw(st.sampled_from([x for x in kinds if x in options] or ["copy"]))
+        name, w, out = "YZVU"[k], f"W{k}", options.get(kind, shapes[src])
+        contracted = shapes[src].split(",")[-1]
+        rhs = {"copy": f"{src}[{shapes[src]}]",
+               "mm": f"{src}[{shapes[src]}] * {w}[{contracted},{out.split(',')[-1]}]",
+               "mv": f"{src}[{shapes[src]}] * {w}[{contracted}]",
+               "scale": f"X[m,a] * {src}[m]"}[kind]
+        einsums.append(f"{name}[{out}] = {rhs}")
+        shapes[name] = out
+    return {"name": "dag", "rank_sizes": {r: s for r, s in ranks.items() if any(r in e for e in einsums)},
+            "bits": 8, "einsums": einsums}
+
+
+@st.composite
 def chains(draw):
-    """2-3 Einsums: a chain with matmuls and a vector copy, sometimes a tensor read twice."""
-    n = draw(st.sampled_from([2, 4]))
-    rank_sizes = {"m": draw(st.sampled_from([2, 4])), "a": n, "b": draw(st.sampled_from([2, 3])), "c": 2}
-    einsums = ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W1[a,b]"]
-    third = draw(st.sampled_from(["none", "chain", "fanout"]))
-    if third == "chain":
-        einsums.append("Z[m,c] = Y[m,b] * W2[b,c]")
-    elif third == "fanout":
-        einsums.append("Z[m,c] = X[m,a] * W2[a,c]")
-    w = workloads.load({"name": "chain", "rank_sizes": rank_sizes, "bits": 8, "einsums": einsums})
+    """2-3 Einsums with matmuls and a vector copy, sometimes a tensor read twice; 2-3 levels."""
+    w = workloads.load(draw(dags(kinds=("mm", "copy"))))
     a = arch_specs.load(draw(arch_specs_(max_levels=3, fanouts=False, capacities=["8 B", "16 B", "32 B"])))
     return w, a
 
