@@ -48,10 +48,11 @@ def fused_tensors(mapping: Mapping, workload: Workload, arch: Arch) -> tuple[str
     top = arch.memories[0].name
     out = []
     for t, tensor in workload.tensors.items():
-        if tensor.role == "intermediate":
-            _, level = mapping[workload.producer(t)].backing(t)
-            if level != top:
-                out.append(t)
+        # the producer's backing, or a consumer's when only part of the workload is mapped
+        # (one pmapping evaluated alone)
+        users = [e for e in workload.users(t) if e in mapping.order] if tensor.role == "intermediate" else []
+        if users and mapping[users[0]].backing(t)[1] != top:
+            out.append(t)
     return tuple(out)
 
 

@@ -110,3 +110,13 @@ def test_mapping_order_must_be_topological():
     w, a, m = mvm_chain(), arch_specs.load(SIMPLE), fig2_mapping()
     with pytest.raises(MappingError, match="A runs before|B runs before"):
         evaluate(Mapping(m.pmappings, ("B", "A")), w, a)
+
+
+def test_pmapping_of_a_consumer_evaluates_alone():
+    """One pmapping evaluated on its own: an intermediate it reads is fused iff its backing
+    in that pmapping is below the top (no producer pmapping to ask)."""
+    w, a = workloads.load("matmul_chain", length=2, M=8, big=16, small=8), arch_specs.load("simple")
+    unfused = Pmapping("T2", (S("DRAM", ("T1", "T2", "W2")), C("MAC")))
+    fused = Pmapping("T2", (S("DRAM", ("T2", "W2")), S("GlobalBuffer", ("T1",)), C("MAC")))
+    assert evaluate(unfused, w, a).fused_tensors == ()
+    assert evaluate(fused, w, a).fused_tensors == ("T1",)
