@@ -2,7 +2,8 @@
 
 `ffm.map(workload, arch, objective=...)` runs pmapgen, the group / prune / join search
 (`ffm.join`, `ffm.search`) and evaluates the chosen mapping; `python -m ffm.map` is its
-command line. ε-pruning (FFM §6.3) is being added to the search.
+command line. The search runs an ε-pruned dirty pass, then an exact clean pass under
+its bound (FFM §6.3, docs/search.md).
 """
 from ffm.capacity import NoValidMapping
 from ffm.join import join
