@@ -8,7 +8,6 @@ the capacity each level would need, exit status 1.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import types
 from pathlib import Path
@@ -18,6 +17,7 @@ from ffm.mapper import map as map_workload
 from ffm.report import result_text
 from looptree.mapping_io import save_json
 from specio import SpecError
+from specio.cli import run
 from workloads import parse_overrides
 
 
@@ -57,7 +57,8 @@ def _check_out(path: Path, force: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    try:
+
+    def body() -> None:
         variables = parse_overrides(args.set)
         if args.out:  # checked before what may be minutes of mapping; save_json checks again
             _check_out(Path(args.out), args.force)
@@ -67,20 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.out:  # before printing: a closed pipe (| head) must not lose the export
             save_json(result.export(), args.out, force=args.force)
         print(result_text(result) + (f"\n\nWrote {args.out}" if args.out else ""))
-    except NoValidMapping as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # the reader went away (| head): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    except OSError as exc:  # a spec or --out that cannot be read or written (permissions, ...)
-        where = f"{exc.filename}: " if exc.filename else ""
-        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
-        return 2
-    return 0
+
+    return run(body, statuses=((NoValidMapping, 1),))
 
 
 class _CallableModule(types.ModuleType):

@@ -7,7 +7,6 @@ iteration space is small enough and says whether its counts agree with the model
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import types
 
@@ -16,7 +15,7 @@ import workloads
 from looptree.evaluation import evaluate
 from looptree.mapping_io import load_mapping
 from looptree.render import report_text
-from specio import SpecError
+from specio.cli import run
 
 CHECK_LIMIT = 2_000_000
 
@@ -49,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mapping", help="a mapping exported by ffm.map --out (DESIGN §8 JSON)")
     parser.add_argument("--check", action="store_true", help="also run the reference interpreter")
     args = parser.parse_args(argv)
-    try:
+
+    def body() -> None:
         doc = load_mapping(args.mapping)
         workload = workloads.load(doc.workload, **doc.variables)
         arch = arch_specs.load(doc.arch)
@@ -62,12 +62,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             print("\nModel vs reference interpreter:")
             print("\n".join(check_against_interpreter(ev, workload, arch)))
-    except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except BrokenPipeError:  # the reader went away (| head): stop quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return 0
+
+    return run(body)
 
 
 class _CallableModule(types.ModuleType):
