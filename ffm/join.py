@@ -107,6 +107,9 @@ def join_step(partial: pd.DataFrame, table: pd.DataFrame, einsum: str, later: se
             by_shared[common] = index
         return by_shared[common].get(tuple(live_d[t] for t in common), [])
 
+    pcols = {c: partial[c].to_numpy() for c in partial.columns}  # numpy once, sliced per pair below
+    ycols = {c: table[c].to_numpy() for c in table.columns if c in ("energy", "latency") or c[:4] in ("res:", "back")}
+    ycols["__index__"] = table.index.to_numpy()
     for (live, frontier, fe, fdepth), pi in pgroups.items():
         live_d = dict(live)
         for ykey, yfused, yi in matching(live_d):
@@ -122,23 +125,26 @@ def join_step(partial: pd.DataFrame, table: pd.DataFrame, einsum: str, later: se
             new_live = {t: c for t, c in new_live.items() if any(u in later for u in workload.users(t))}
             step = max(1, BATCH_ROWS // max(1, len(yi)))
             for start in range(0, len(pi), step):
-                add(_combine(partial.iloc[pi[start:start + step]], table.iloc[yi], s, fy, live_d, ykey_d, new_live,
+                chunk = pi[start:start + step]
+                add(_combine({c: v[chunk] for c, v in pcols.items()}, {c: v[yi] for c, v in ycols.items()}, s, fy, live_d, ykey_d, new_live,
                              tuple(sorted(new_live.items())), yfused, einsum, levels, depth, arch, top))
     if not out:
         return partial.iloc[0:0]
     return pd.concat(out, ignore_index=True)
 
 
-def _combine(p: pd.DataFrame, y: pd.DataFrame, s: int, fy: int, live: dict, ykey: dict, new_live: dict,
+def _combine(p: dict[str, np.ndarray], y: dict[str, np.ndarray], s: int, fy: int, live: dict, ykey: dict, new_live: dict,
              new_live_key, yfused, einsum: str, levels: list[str], depth: int, arch: Arch, top: str) -> pd.DataFrame:
-    n_p, n_y = len(p), len(y)
+    """The joined rows of every pair from p and y (columns as numpy arrays; y["__index__"]
+    holds the table's row labels), within capacity."""
+    n_p, n_y = len(p["energy"]), len(y["energy"])
     ip, iy = np.repeat(np.arange(n_p), n_y), np.tile(np.arange(n_y), n_p)
     cols = {
-        "rows": [r + (int(k),) for r, k in zip(p["rows"].to_numpy()[ip], y.index.to_numpy()[iy])],
+        "rows": [r + (int(k),) for r, k in zip(p["rows"][ip], y["__index__"][iy])],
         "live": [new_live_key] * len(ip), "frontier": [yfused] * len(ip),
         "frontier_einsum": [einsum] * len(ip), "frontier_depth": [fy] * len(ip),
-        "energy": p["energy"].to_numpy()[ip] + y["energy"].to_numpy()[iy],
-        "latency": p["latency"].to_numpy()[ip] + y["latency"].to_numpy()[iy],
+        "energy": p["energy"][ip] + y["energy"][iy],
+        "latency": p["latency"][ip] + y["latency"][iy],
     }
     ok = np.ones(len(ip), dtype=bool)
     for lv in levels:
@@ -146,21 +152,21 @@ def _combine(p: pd.DataFrame, y: pd.DataFrame, s: int, fy: int, live: dict, ykey
 
         def res(k):  # Y's reservation with lifetime depth <= k
             name = f"res:{lv}:{min(k, fy)}"
-            return y[name].to_numpy()[iy] if name in y else np.zeros(len(ip))
+            return y[name][iy] if name in y else np.zeros(len(ip))
 
         def backing(tensors):
             total = np.zeros(len(ip))
             for t in tensors:
                 if ykey[t][0] == lv:
-                    total = total + y[f"backing:{t}"].to_numpy()[iy]
+                    total = total + y[f"backing:{t}"][iy]
             return total
 
         fresh = [t for t in ykey if ykey[t][0] != top and t not in live]
         dying = [t for t in ykey if ykey[t][0] != top and t in live and t not in new_live]
-        B = p[f"B:{lv}"].to_numpy()[ip]
+        B = p[f"B:{lv}"][ip]
         usage_y = res(fy) + B + backing(fresh)
-        U = {j: p[f"U:{lv}:{j}"].to_numpy()[ip].copy() for j in range(depth + 1)}
-        R = {(j, k): p[f"R:{lv}:{j}:{k}"].to_numpy()[ip].copy() for j in range(depth + 1) for k in range(j)}
+        U = {j: p[f"U:{lv}:{j}"][ip].copy() for j in range(depth + 1)}
+        R = {(j, k): p[f"R:{lv}:{j}:{k}"][ip].copy() for j in range(depth + 1) for k in range(j)}
         for j in range(1, depth + 1):
             m = min(j, s)
             if m >= 1:
