@@ -170,12 +170,22 @@ def _combine(p: dict[str, np.ndarray], ip: np.ndarray, y: _Table, iy: np.ndarray
     return pd.DataFrame(cols)[ok]
 
 
-def prune_partial(partial: pd.DataFrame, objectives: tuple[str, ...], delta: float = 0.0) -> pd.DataFrame:
-    """Drop partial mappings dominated within their group; with δ > 0, ε-dominated ones
-    too (within 1+δ in every criterion, `ffm.epsilon`)."""
+def criteria_columns(columns, objectives: tuple[str, ...], keep_peak: bool = False) -> list[str]:
+    """What pruning compares: the objectives and every reservation column the future can
+    still add to. `U:<level>:0` (Einsums sharing no loop with the frontier) never grows
+    again and was checked against capacity when written, so it only matters if the peak
+    itself is wanted (`keep_peak`: e.g. to find the smallest capacity that works)."""
+    return list(objectives) + [c for c in columns if c[:2] in ("R:", "B:")
+                               or (c[:2] == "U:" and (keep_peak or c.rsplit(":", 1)[1] != "0"))]
+
+
+def prune_partial(partial: pd.DataFrame, objectives: tuple[str, ...], delta: float = 0.0,
+                  keep_peak: bool = False) -> pd.DataFrame:
+    """Drop partial mappings dominated within their group (on `criteria_columns`); with
+    δ > 0, ε-dominated ones too (within 1+δ in every criterion, `ffm.epsilon`)."""
     if partial.empty:
         return partial
-    crit = list(objectives) + [c for c in partial.columns if c[:2] in ("U:", "R:", "B:")]
+    crit = criteria_columns(partial.columns, objectives, keep_peak)
     groups = partial["group"].to_numpy(dtype=np.int64)
     return partial[epsilon_mask(partial[crit].to_numpy(dtype=float), groups, delta)].reset_index(drop=True)
 
@@ -193,14 +203,16 @@ class Step:
 def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
          objectives: tuple[str, ...] = ("energy", "latency"), on_step=None, delta: float = 0.0,
          admit: Callable[[int, pd.DataFrame], np.ndarray] | None = None,
-         trace: list[Step] | None = None) -> pd.DataFrame:
+         trace: list[Step] | None = None, keep_peak: bool = False) -> pd.DataFrame:
     """All non-dominated full mappings, one row each: `rows` holds each Einsum's table index
     label (also as `row:<einsum>` columns), then the objectives and reservation columns.
 
     `delta` > 0 ε-prunes every step but the last (the last prunes exactly: coarsening it
     would only lose precision). `admit(i, partial)` (after joining the i-th Einsum) masks
     the rows that may still be part of a wanted mapping. `on_step(einsum, kept)` is called
-    after every step; `trace` collects a `Step` per step.
+    after every step; `trace` collects a `Step` per step. `keep_peak` keeps every mapping whose
+    peak usage of some level is not matched by a mapping at least as good (otherwise a
+    mapping's peak is reported, not optimised).
     """
     order = list(workload.einsum_names)
     depth = max([int(t["fused_depth"].max()) for t in tables.values() if len(t)] + [0])
@@ -216,8 +228,8 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
             return df
 
         partial = join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth, fresh,
-                            lambda df: prune_partial(df, objectives), joined_parts)
-        frame = prune_partial(partial.frame, objectives, delta if i < len(order) - 1 else 0.0)
+                            lambda df: prune_partial(df, objectives, keep_peak=keep_peak), joined_parts)
+        frame = prune_partial(partial.frame, objectives, delta if i < len(order) - 1 else 0.0, keep_peak)
         partial = Partial(frame, partial.keys)
         if trace is not None:
             trace.append(Step(e, sum(joined_parts), sum(admitted_parts), len(frame)))

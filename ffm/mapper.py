@@ -162,7 +162,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         def full_mappings(loose: Arch) -> pd.DataFrame:
             res = generate_all(w, loose, constraints, objectives=criteria(objective), workers=workers, progress=False,
                                time_limit=time_limit)
-            return join({e: t for e, (t, _, _) in res.items()}, w, loose, criteria(objective))
+            return join({e: t for e, (t, _, _) in res.items()}, w, loose, criteria(objective), keep_peak=True)
         raise NoValidMapping(w.name, a, needed_capacities(a, full_mappings, progress))
 
     start = time.perf_counter()
