@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--objectives", nargs="*", default=["energy", "pareto"])
     args = parser.parse_args()
     print(f"{'shape':<28}{'objective':<10}{'pmapgen s':>10}{'join s':>8}{'total s':>9}{'peak MiB':>10}"
-          f"{'energy':>11}{'latency':>11}  fused / pmapgen")
+          f"{'energy J':>11}{'latency s':>11}  fused / pmapgen")
     for label, variables in SHAPES:
         for objective in args.objectives:
             start = time.perf_counter()
@@ -43,7 +43,7 @@ def main() -> None:
             ev = r.evaluation
             status = "exhaustive (optimal)" if r.stats.complete else "TIME LIMIT: not provably optimal"
             print(f"{label:<28}{objective:<10}{r.stats.seconds['pmapgen']:>10.1f}{r.stats.seconds['join']:>8.1f}"
-                  f"{wall:>9.1f}{peak_mib():>10.0f}{ev.energy_pJ / 1e9:>9.4g}mJ{ev.latency_s * 1e3:>9.4g}ms  "
+                  f"{wall:>9.1f}{peak_mib():>10.0f}{ev.energy_pJ / 1e12:>11.4g}{ev.latency_s:>11.4g}  "
                   f"{', '.join(ev.fused_tensors) or 'nothing'} / {status}", flush=True)
 
 

@@ -122,7 +122,13 @@ def _groups(tiles: np.ndarray, fused: int) -> np.ndarray:
     """Group label per row within one template: rows with the same fused loops' tiles."""
     if not fused or not len(tiles):
         return np.zeros(len(tiles), dtype=np.int64)
-    return np.unique(tiles[:, :fused], axis=0, return_inverse=True)[1].reshape(-1)
+    # one integer per row (mixed radix over each column's distinct values), then a hash
+    # factorisation: np.unique(axis=0) sorts rows and took 40% of pmapgen's time
+    code = np.zeros(len(tiles), dtype=np.int64)
+    for c in range(fused):
+        values, inverse = np.unique(tiles[:, c], return_inverse=True)
+        code = pd.factorize(code * len(values) + inverse.reshape(-1))[0].astype(np.int64)  # stays < n
+    return code
 
 
 def _concat(parts: list[Rows]) -> Rows:
