@@ -31,18 +31,37 @@ def tile_shape_chunks(template: Template, workload: Workload, arch: Arch, allowe
     """Every legal tile assignment of `template` (see `tile_shapes`), in arrays of at most
     about `max_rows` rows, so memory stays bounded however many shapes a template has."""
     n = template.n_slots
-    by_rank: dict[str, list[int]] = {}
+    by_rank: dict[str, list] = {}
     for loop in template.slots():
-        by_rank.setdefault(loop.rank_variable, []).append(loop.tile)
+        by_rank.setdefault(loop.rank_variable, []).append(loop)
     chains = []
-    for r, ks in by_rank.items():
+    for r, loops in by_rank.items():
+        ks = [loop.tile for loop in loops]
         c = np.array(divisor_chains(workload.rank_sizes[r], len(ks)), dtype=np.int64).reshape(-1, len(ks))
         if allowed and r in allowed:
             c = c[np.isin(c, list(allowed[r])).all(axis=1)]
+        c = c[_rank_fits(c, loops, workload.rank_sizes[r], template, arch)]
         if len(c) == 0:
             return
         chains.append((ks, c))
     yield from _chunks(np.ones((1, n), dtype=np.int64), chains, template, workload, arch, max_rows)
+
+
+def _rank_fits(chains: np.ndarray, loops: list, size: int, template: Template, arch: Arch) -> np.ndarray:
+    """Chains of one rank variable whose own spatial bounds fit each dim: a necessary
+    condition of `_spatial_fit` (other ranks only multiply a dim's product), checked before
+    crossing ranks so that misfits are never built."""
+    used: dict[str, np.ndarray] = {}
+    extent = np.full(len(chains), size, dtype=np.int64)
+    for i, loop in enumerate(loops):
+        bound = extent // chains[:, i]
+        extent = chains[:, i]
+        if loop.spatial is not None:
+            used[loop.spatial] = used.get(loop.spatial, 1) * bound
+    keep = np.ones(len(chains), dtype=bool)
+    for dim, product in used.items():
+        keep &= product <= arch.fanout_owner(dim, template.unit).dim(dim).size
+    return keep
 
 
 def _chunks(prefix: np.ndarray, chains: list, template: Template, workload: Workload, arch: Arch,
