@@ -19,15 +19,10 @@ from tqdm import tqdm
 from arch.model import Arch
 from ffm.join import peak
 from looptree.reservations import size_text
-from pmapgen.generate import capacity_unit
+from pmapgen.capacity import capacity_unit, finite_levels
 from specio import SpecError
 
 UNLIMITED = 1e300  # "infinite" for the relaxed level, yet finite so its usage stays tracked
-
-
-def finite_levels(arch: Arch) -> list[str]:
-    """Memories below the top whose capacity (bits or values) is finite."""
-    return [m.name for m in arch.memories[1:] if capacity_unit(arch, m.name)[1] != math.inf]
 
 
 def relaxed(arch: Arch, level: str) -> Arch:

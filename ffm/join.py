@@ -28,14 +28,10 @@ from arch.model import Arch
 from ffm import reservations
 from ffm.compatibility import START, Key, Pairs, group_pairs
 from ffm.epsilon import epsilon_mask
-from pmapgen.generate import capacity_unit
+from pmapgen.capacity import capacity_unit, finite_levels
 from workloads.model import Workload
 
 BATCH_ROWS = 1 << 20  # joined rows built at once; memory stays bounded however large a step
-
-
-def _levels(arch: Arch) -> list[str]:
-    return [m.name for m in arch.memories[1:] if capacity_unit(arch, m.name)[1] != float("inf")]
 
 
 @dataclass(frozen=True)
@@ -47,7 +43,7 @@ class Partial:
 
 def initial(arch: Arch, depth: int) -> Partial:
     cols = {"group": [0], "energy": [0.0], "latency": [0.0]}
-    cols.update({c: [0.0] for c in reservations.columns(_levels(arch), depth)})
+    cols.update({c: [0.0] for c in reservations.columns(finite_levels(arch), depth)})
     return Partial(pd.DataFrame(cols), [START])
 
 
@@ -113,7 +109,7 @@ def join_step(partial: Partial, table: pd.DataFrame, einsum: str, later: set[str
     rows whenever they exceed a batch, so a large step never holds all its pairs at once.
     `counted` receives the number of pairs within capacity, batch by batch."""
     fresh = fresh or (lambda df: df)
-    levels = _levels(arch)
+    levels = finite_levels(arch)
     frame = partial.frame
     pgroups = frame["group"].to_numpy(dtype=np.int64)
     tensors = tuple(sorted(t for t in workload.einsum(einsum).tensors if workload.is_shared(t)))
@@ -245,4 +241,4 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
 
 def peak(row: pd.Series, arch: Arch) -> dict[str, float]:
     """Peak usage per finite level of a full mapping row."""
-    return {lv: max(v for c, v in row.items() if c.startswith(f"U:{lv}:")) for lv in _levels(arch)}
+    return {lv: max(v for c, v in row.items() if c.startswith(f"U:{lv}:")) for lv in finite_levels(arch)}

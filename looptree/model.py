@@ -92,6 +92,20 @@ def _tile_values(loops_above: Iterable[PlacedLoop], ranks: tuple[str, ...], work
     return _prod(extents[r] for r in ranks)
 
 
+def tile_values(pmapping: Pmapping, workload: Workload) -> list[tuple[str, str, Any]]:
+    """(level, tensor, per-instance tile in values) of every storage node, top-down: the
+    same tiles `analyze` computes, without the counts."""
+    einsum = workload.einsum(pmapping.einsum)
+    extents: dict[str, Any] = dict(workload.rank_sizes)
+    out = []
+    for node in pmapping.nodes:
+        if isinstance(node, Loop):
+            extents[node.rank_variable] = node.tile
+        elif isinstance(node, Storage):
+            out += [(node.level, t, _prod(extents[r] for r in einsum.use(t).ranks)) for t in node.tensors]
+    return out
+
+
 def _fills_and_distinct(loops_above: list[PlacedLoop], ranks: tuple[str, ...]) -> tuple[Any, Any]:
     temporal = [pl for pl in loops_above if pl.loop.spatial is None]
     relevant = [k for k, pl in enumerate(temporal) if pl.loop.rank_variable in ranks]

@@ -16,7 +16,6 @@ Criteria of a pmapping (docs/pmapgen.md):
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -27,6 +26,7 @@ from arch.model import Arch
 from looptree.model import analyze, cost
 from looptree.nodes import Loop, Pmapping, Storage
 from looptree.validate import canonical_loops, compatibility, fused_depth
+from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
 from pmapgen.templates import Template, templates
@@ -43,17 +43,6 @@ class Stats:
     kept: int
     complete: bool = True  # False: a time limit stopped the enumeration (result not exhaustive)
     seconds: float = 0.0
-
-
-def capacity_unit(arch: Arch, level: str) -> tuple[str, float]:
-    """('bits'|'values', capacity) of a level, per instance."""
-    m = arch.memory(level)
-    return ("values", m.capacity_values) if m.capacity_values != math.inf else ("bits", m.capacity_bits)
-
-
-def tracked_levels(arch: Arch, unit: str) -> list[str]:
-    """Levels whose capacity is finite (the top never is)."""
-    return [m.name for m in arch.path(unit)[1:] if capacity_unit(arch, m.name)[1] != math.inf]
 
 
 def _fused_structure(template: Template, workload: Workload, arch: Arch):

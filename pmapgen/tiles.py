@@ -1,6 +1,11 @@
 """All tile shapes of a template: per rank variable, every chain of tiles (each dividing the
 extent above it, every bound >= 2), crossed over rank variables, keeping only shapes whose
-spatial loops fit their fanout dims."""
+spatial loops fit their fanout dims and whose tiles fit every level's capacity.
+
+Both checks are applied as early as they are sound: per rank before crossing, and again
+after each rank is crossed, with the tiles of ranks not yet decided at 1 (tiles only grow
+with them), so that misfits are never built. Most of a template's shapes can overflow a
+small level (gpt3 V on tpuv4i: 70% of rows, 62% of templates with none that fit)."""
 from __future__ import annotations
 
 import math
@@ -10,6 +15,7 @@ from typing import Iterator
 import numpy as np
 
 from arch.model import Arch
+from pmapgen.capacity import fits
 from pmapgen.templates import Template
 from workloads.model import Workload
 
@@ -41,6 +47,9 @@ def tile_shape_chunks(template: Template, workload: Workload, arch: Arch, allowe
         if allowed and r in allowed:
             c = c[np.isin(c, list(allowed[r])).all(axis=1)]
         c = c[_rank_fits(c, loops, workload.rank_sizes[r], template, arch)]
+        alone = np.ones((len(c), n), dtype=np.int64)
+        alone[:, ks] = c
+        c = c[_fit_capacity(alone, template, workload, arch)]
         if len(c) == 0:
             return
         chains.append((ks, c))
@@ -80,7 +89,15 @@ def _chunks(prefix: np.ndarray, chains: list, template: Template, workload: Work
         part = c[start:start + step]
         rows = np.repeat(prefix, len(part), axis=0)
         rows[:, ks] = np.tile(part, (len(prefix), 1))
-        yield from _chunks(rows, rest, template, workload, arch, max_rows)
+        rows = rows[_fit_capacity(rows, template, workload, arch)]
+        if len(rows):
+            yield from _chunks(rows, rest, template, workload, arch, max_rows)
+
+
+def _fit_capacity(tiles: np.ndarray, template: Template, workload: Workload, arch: Arch) -> np.ndarray:
+    """Rows whose tiles (undecided ones at 1) fit every finite level (`pmapgen.capacity.fits`)."""
+    ok = fits(template.with_tiles([tiles[:, k] for k in range(template.n_slots)]), workload, arch)
+    return np.broadcast_to(np.asarray(ok, dtype=bool), len(tiles))
 
 
 def _spatial_fit(tiles: np.ndarray, template: Template, workload: Workload, arch: Arch) -> np.ndarray:
