@@ -31,6 +31,7 @@ from typing import Iterator
 
 from arch.model import Arch
 from looptree.nodes import Compute, Loop, Pmapping, Storage
+from pmapgen.capacity import fits
 from pmapgen.constraints import Constraints
 from workloads.model import Einsum, Workload
 
@@ -148,17 +149,22 @@ def _storage_templates(einsum, workload, arch, unit, constraints, ranks, relevan
     shared_onchip = {t for t, lv in levels.items() if lv[0] != 0 and workload.is_shared(t)}
     pending = sorted((t, k) for t, lv in levels.items() for k in lv if k != 0)
     root = tuple(sorted(t for t, lv in levels.items() if lv[0] == 0))
+
+    def fit(nodes) -> bool:  # the nodes placed so far fit even if every loop tile ends up 1
+        smallest = [Loop(n.rank_variable, 1, n.spatial) if isinstance(n, Loop) else n for n in nodes]
+        return bool(fits(Pmapping(einsum.name, (*smallest, Compute(unit))), workload, arch))
+
     for spatial in spatial_list:
         used = {r: sum(rr == r for group in spatial.values() for _, rr in group) for r in ranks}
         if any(used[r] > max_loops[r] for r in ranks):
             continue  # every loop needs a bound >= 2
         yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                           constraints, nodes=[Storage(path[0], root)] if root else [],
+                           constraints, fit, nodes=[Storage(path[0], root)] if root else [],
                            pending=pending, spatial_done=frozenset(), block=(), last="root",
                            last_run=(), loops=used)
 
 
-def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels, constraints,
+def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels, constraints, fit,
             nodes, pending, spatial_done, block, last, last_run, loops) -> Iterator[Template]:
     placed_backing = {t for t in shared_onchip if (t, levels[t][0]) not in pending}
     fused = placed_backing != shared_onchip  # still above some shared on-chip backing node
@@ -188,8 +194,10 @@ def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, le
             run_nodes = [Storage(path[k], tuple(sorted(t for t, kk in run if kk == k)))
                          for k in sorted({k for _, k in run})]
             movable = tuple(sorted({t for t, k in run if not (t in shared_onchip and k == levels[t][0])}))
+            if not fit(nodes + run_nodes):
+                continue  # loops placed later cannot shrink these tiles: nothing below fits
             yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                               constraints, nodes + run_nodes, rest, spatial_done, (), "storage", movable, loops)
+                               constraints, fit, nodes + run_nodes, rest, spatial_done, (), "storage", movable, loops)
     # (b) a spatial group
     for k, group in spatial.items():
         if k in spatial_done or (last == "temporal" and not fused):
@@ -206,7 +214,7 @@ def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, le
         slot = sum(isinstance(n, Loop) for n in nodes)
         group_nodes = [Loop(r, slot + i, dim) for i, (dim, r) in enumerate(group)]
         yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                           constraints, nodes + group_nodes, pending, spatial_done | {k}, (), "spatial", (), loops)
+                           constraints, fit, nodes + group_nodes, pending, spatial_done | {k}, (), "spatial", (), loops)
     # (c) a temporal loop; one with no storage node below it changes nothing (the leaf iterates
     # whatever extent is left), so loops only go above pending storage
     for r in (relevance if pending else ()):
@@ -231,7 +239,7 @@ def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, le
             continue
         slot = sum(isinstance(n, Loop) for n in nodes)
         yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                           constraints, nodes + [Loop(r, slot)], pending, spatial_done, block + (r,), "temporal",
+                           constraints, fit, nodes + [Loop(r, slot)], pending, spatial_done, block + (r,), "temporal",
                            (), {**loops, r: loops[r] + 1})
 
 
