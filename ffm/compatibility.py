@@ -9,12 +9,14 @@ A partial mapping's group is its `Key`: everything its future depends on besides
   no longer matter, so they are not part of the key (fewer, larger groups prune more);
 - `einsum`: whose rank variables `frontier` names.
 
-Matching is a hash join on the c_T of the tensors both sides hold, then a check of the
-frontier; everything here is per *group* pair, never per row.
+Matching is a hash join on the c_T of the tensors both sides hold and the frontier loops
+(renamed to the next Einsum's rank variables); everything here is per *group* pair, never
+per row.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import product
 import numpy as np
 
 from arch.model import Arch
@@ -69,41 +71,51 @@ def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple], ein
     ys = [(dict(ykey), yfused) for ykey, yfused in ycompat]
     tensors = tuple(sorted({t for ykey, _ in ys for t in ykey}))
     level_index = {lv: i for i, lv in enumerate(levels)}
-    by_common: dict[tuple, dict[tuple, list[int]]] = {}
+    by_common: dict[tuple, dict[tuple, list[int]]] = {}  # (common tensors, s) -> index
     new_keys: dict[Key, int] = {}
     out = {name: [] for name in ("p", "y", "s", "fy", "s_next", "key")}
     fresh_rows, dying_rows = [], []
 
-    same_rank: dict[tuple, bool] = {}
+    names: dict[tuple, tuple[str, ...]] = {}
+    ckeys: dict[tuple, list[tuple]] = {}  # common tensors -> their c_T per pmapping group
 
-    def same_loop(a: tuple, b: tuple, ex: str) -> bool:  # loop a of ex and loop b of this Einsum are one loop
-        if a[1:] != b[1:]:
-            return False
-        if a[0] == b[0]:
-            return True
-        if (a[0], b[0], ex) not in same_rank:
-            same_rank[a[0], b[0], ex] = _same_rank(a[0], b[0], workload.einsum(ex), ey)
-        return same_rank[a[0], b[0], ex]
+    def in_this_einsum(r: str, ex: str) -> tuple[str, ...]:
+        """This Einsum's rank variables a loop over r in ex may be the same loop as: the same
+        letter, or one indexing the same position of a tensor both use (as the validator)."""
+        if (r, ex) not in names:
+            x = workload.einsum(ex)
+            names[r, ex] = tuple(b for b in ey.rank_variables if b == r or _same_rank(r, b, x, ey))
+        return names[r, ex]
 
-    def matching(live: dict) -> list[int]:
-        common = tuple(t for t in tensors if t in live)
-        if common not in by_common:
+    def by(common: tuple, s: int) -> dict[tuple, list[int]]:
+        """Pmapping groups with at least s fused loops by (c_T of `common`, first s loops)."""
+        if (common, s) not in by_common:
+            if common not in ckeys:
+                ckeys[common] = [tuple(ykey[t] for t in common) for ykey, _ in ys]
             index: dict[tuple, list[int]] = {}
-            for g, (ykey, _) in enumerate(ys):
-                index.setdefault(tuple(ykey[t] for t in common), []).append(g)
-            by_common[common] = index
-        return by_common[common].get(tuple(live[t] for t in common), [])
+            for g, (ck, (_, yfused)) in enumerate(zip(ckeys[common], ys)):
+                if len(yfused) >= s:
+                    index.setdefault((ck, yfused[:s]), []).append(g)
+            by_common[common, s] = index
+        return by_common[common, s]
+
+    def matching(key: Key, live: dict, s: int) -> list[int]:
+        """Hash lookups on everything compatibility needs: the shared tensors' c_T and the
+        frontier renamed to this Einsum's rank variables (each renaming it may have)."""
+        assert len(key.frontier) == s  # a group keeps exactly the loops the next Einsum must share
+        common = tuple(t for t in tensors if t in live)
+        index = by(common, s)
+        ckey = tuple(live[t] for t in common)
+        renamed = product(*[[(b, tile, spatial) for b in in_this_einsum(r, key.einsum)]
+                            for r, tile, spatial in key.frontier])
+        return [g for frontier in renamed for g in index.get((ckey, frontier), [])]
 
     for pg in present.tolist():
         key = pkeys[pg]
         live = dict(key.live)
         s = needed_depth(live, top)
-        for yg in matching(live):
+        for yg in matching(key, live, s):
             ykey, yfused = ys[yg]
-            if s > len(yfused):
-                continue
-            if s and not all(same_loop(a, b, key.einsum) for a, b in zip(key.frontier, yfused)):
-                continue
             new_live = {t: c for t, c in live.items() if t in alive}
             new_live.update((t, c) for t, c in ykey.items() if t in alive)
             s_next = needed_depth(new_live, top)

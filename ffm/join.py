@@ -31,7 +31,7 @@ from ffm.epsilon import epsilon_mask
 from pmapgen.capacity import capacity_unit, finite_levels
 from workloads.model import Workload
 
-BATCH_ROWS = 1 << 20  # joined rows built at once; memory stays bounded however large a step
+BATCH_ROWS = 1 << 19  # joined rows built at once; memory stays bounded however large a step
 
 
 @dataclass(frozen=True)
@@ -155,8 +155,8 @@ def _combine(p: dict[str, np.ndarray], ip: np.ndarray, y: _Table, iy: np.ndarray
     s, fy, s_next = pairs.s[g], pairs.fy[g], pairs.s_next[g]
     backing = y.backing[iy]
     fresh_at, dying_at = pairs.fresh[g], pairs.dying[g]
-    pr = {c: v[ip] for c, v in p.items() if c[:2] in ("B:", "U:", "R:")}
     for li, lv in enumerate(levels):
+        pr = {c: v[ip] for c, v in p.items() if c[:2] in ("B:", "U:", "R:") and c.split(":")[1] == lv}
         fresh = (backing * (fresh_at == li)).sum(axis=1)
         dying = (backing * (dying_at == li)).sum(axis=1)
         res_cols, fits = reservations.join_level(pr, lv, depth, y.res[lv][iy], fresh, dying, s, fy, s_next,
