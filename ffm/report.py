@@ -45,6 +45,7 @@ def result_text(result: MapResult) -> str:
         parts += [frontier_text(result), ""]
         title = f"{w.name} on {a.name}: lowest-EDP point of the energy-latency frontier (mapspace {result.mapspace})"
     else:
-        title = f"{w.name} on {a.name}: optimal for {result.objective} (mapspace {result.mapspace})"
+        found = "optimal" if result.stats.complete else "best found (not provably optimal)"
+        title = f"{w.name} on {a.name}: {found} for {result.objective} (mapspace {result.mapspace})"
     parts += [report_text(result.evaluation, w, a, title), "", statistics_text(result.stats)]
     return "\n".join(parts)

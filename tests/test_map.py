@@ -195,3 +195,16 @@ def test_report_says_which_intermediates_go_through_dram():
     w, a = workloads.load(doc.workload, **doc.variables), arch_specs.load(doc.arch)
     text = report_text(evaluate(doc.mapping, w, a), w, a)
     assert "Kept on chip (fused): A in GlobalBuffer\nThrough DRAM (unfused): B\n" in text
+
+
+def test_report_title_says_optimal_only_when_pmapgen_was_exhaustive(results):
+    from dataclasses import replace
+
+    from ffm.report import result_text
+    r = results["energy"]
+    assert r.stats.complete
+    assert "mm2 on fan2: optimal for energy (mapspace ffm)" in result_text(r)
+    cut = replace(r.stats, pmapgen={e: replace(s, complete=False) for e, s in r.stats.pmapgen.items()})
+    text = result_text(replace(r, stats=cut))
+    assert "mm2 on fan2: best found (not provably optimal) for energy (mapspace ffm)" in text
+    assert "optimal for energy" not in text.replace("not provably optimal) for energy", "")
