@@ -46,31 +46,13 @@ def tile_shape_chunks(template: Template, workload: Workload, arch: Arch, allowe
         c = np.array(divisor_chains(workload.rank_sizes[r], len(ks)), dtype=np.int64).reshape(-1, len(ks))
         if allowed and r in allowed:
             c = c[np.isin(c, list(allowed[r])).all(axis=1)]
-        c = c[_rank_fits(c, loops, workload.rank_sizes[r], template, arch)]
         alone = np.ones((len(c), n), dtype=np.int64)
         alone[:, ks] = c
-        c = c[_fit_capacity(alone, template, workload, arch)]
+        c = c[_spatial_fit(alone, template, workload, arch, ranks={r}) & _fit_capacity(alone, template, workload, arch)]
         if len(c) == 0:
             return
         chains.append((ks, c))
     yield from _chunks(np.ones((1, n), dtype=np.int64), chains, template, workload, arch, max_rows)
-
-
-def _rank_fits(chains: np.ndarray, loops: list, size: int, template: Template, arch: Arch) -> np.ndarray:
-    """Chains of one rank variable whose own spatial bounds fit each dim: a necessary
-    condition of `_spatial_fit` (other ranks only multiply a dim's product), checked before
-    crossing ranks so that misfits are never built."""
-    used: dict[str, np.ndarray] = {}
-    extent = np.full(len(chains), size, dtype=np.int64)
-    for i, loop in enumerate(loops):
-        bound = extent // chains[:, i]
-        extent = chains[:, i]
-        if loop.spatial is not None:
-            used[loop.spatial] = used.get(loop.spatial, 1) * bound
-    keep = np.ones(len(chains), dtype=bool)
-    for dim, product in used.items():
-        keep &= product <= arch.fanout_owner(dim, template.unit).dim(dim).size
-    return keep
 
 
 def _chunks(prefix: np.ndarray, chains: list, template: Template, workload: Workload, arch: Arch,
@@ -100,13 +82,17 @@ def _fit_capacity(tiles: np.ndarray, template: Template, workload: Workload, arc
     return np.broadcast_to(np.asarray(ok, dtype=bool), len(tiles))
 
 
-def _spatial_fit(tiles: np.ndarray, template: Template, workload: Workload, arch: Arch) -> np.ndarray:
+def _spatial_fit(tiles: np.ndarray, template: Template, workload: Workload, arch: Arch,
+                 ranks: set[str] | None = None) -> np.ndarray:
     """Rows whose spatial loops fit their dims: per dim, the product of its loops' bounds
-    must not exceed the dim's size."""
+    must not exceed the dim's size. With `ranks`, only loops over those rank variables
+    count (the others' bounds are at least 1: a necessary condition)."""
     extent: dict[str, np.ndarray] = {}
     used: dict[str, np.ndarray] = {}
     for loop in template.slots():
         r = loop.rank_variable
+        if ranks is not None and r not in ranks:
+            continue
         t = tiles[:, loop.tile]
         bound = extent.get(r, workload.rank_sizes[r]) // t
         extent[r] = t
