@@ -8,16 +8,16 @@ loops, pmapgen templates only generate bounds >= 2).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import reduce
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping as MappingT
 
 import numpy as np
 
-from arch.model import Arch
+from arch.model import Arch, FanoutDim
 from looptree.counts import AccessCounts
 from looptree.nodes import Loop, Pmapping, Storage
-from workloads.model import Workload
+from workloads.model import Einsum, Workload
 
 
 def _prod(xs: Iterable[Any]) -> Any:
@@ -84,14 +84,6 @@ def place_loops(pmapping: Pmapping, workload: Workload) -> tuple[PlacedLoop, ...
     return tuple(placed)
 
 
-def _tile_values(loops_above: Iterable[PlacedLoop], ranks: tuple[str, ...], workload: Workload) -> Any:
-    extents = {r: workload.rank_sizes[r] for r in ranks}
-    for pl in loops_above:
-        if pl.loop.rank_variable in extents:
-            extents[pl.loop.rank_variable] = pl.loop.tile
-    return _prod(extents[r] for r in ranks)
-
-
 def tile_values(pmapping: Pmapping, workload: Workload) -> list[tuple[str, str, Any]]:
     """(level, tensor, per-instance tile in values) of every storage node, top-down: the
     same tiles `analyze` computes, without the counts."""
@@ -106,24 +98,91 @@ def tile_values(pmapping: Pmapping, workload: Workload) -> list[tuple[str, str, 
     return out
 
 
-def _fills_and_distinct(loops_above: list[PlacedLoop], ranks: tuple[str, ...]) -> tuple[Any, Any]:
-    temporal = [pl for pl in loops_above if pl.loop.spatial is None]
-    relevant = [k for k, pl in enumerate(temporal) if pl.loop.rank_variable in ranks]
-    fills = _prod(pl.bound for pl in temporal[: relevant[-1] + 1]) if relevant else 1
-    distinct = _prod(temporal[k].bound for k in relevant)
-    return fills, distinct
+@dataclass(frozen=True)
+class Above:
+    """What the loops above one point of a pmapping fix for every node below it.
+
+    The model is a fold of `after_loop` over the nodes, top-down: a storage node's counts
+    depend only on the `Above` where it sits (`storage_tile`, `link_counts`), the leaf's on
+    the one at the bottom (`leaf_counts`). pmapgen's search runs the same steps on columns
+    of many partial pmappings at once, so every number is one of these expressions."""
+    extents: MappingT[str, Any]  # rank variable -> its extent here (the tile of the loops above)
+    temporal: MappingT[str, Any]  # rank variable -> product of its temporal bounds above
+    time: Any  # product of all temporal bounds above
+    fills: MappingT[str, Any]  # tensor -> `time` just below its last indexing temporal loop
+    instances: Any  # product of all spatial bounds above
+    between: MappingT[str, Any]  # tensor -> multicast (read) or reduction (output) factor of
+    # the spatial loops since its last storage node (or the root)
+    depth: int  # loops above
+    lifetime: MappingT[str, int]  # tensor -> loops down to its last indexing temporal loop
 
 
-def _lifetime_depth(loops_above: list[PlacedLoop], ranks: tuple[str, ...]) -> int:
-    depth = len(loops_above)
-    while depth and (loops_above[depth - 1].loop.spatial is not None
-                     or loops_above[depth - 1].loop.rank_variable not in ranks):
-        depth -= 1
-    return depth
+def start(einsum: Einsum, workload: Workload) -> Above:
+    """The point above every loop of a pmapping of `einsum`."""
+    ranks = einsum.rank_variables
+    tensors = einsum.tensors
+    return Above(extents={r: workload.rank_sizes[r] for r in ranks}, temporal={r: 1 for r in ranks}, time=1,
+                 fills={t: 1 for t in tensors}, instances=1, between={t: 1 for t in tensors}, depth=0,
+                 lifetime={t: 0 for t in tensors})
 
 
-def _spatial_between(loops: tuple[PlacedLoop, ...], lo: int, hi: int) -> list[PlacedLoop]:
-    return [pl for pl in loops if pl.loop.spatial is not None and lo < pl.index < hi]
+def after_loop(above: Above, einsum: Einsum, rank: str, bound: Any, dim: FanoutDim | None) -> Above:
+    """The point just below a loop over `rank` with `bound` (`dim`: its fanout dim if spatial)."""
+    extents = {**above.extents, rank: _div(above.extents[rank], bound)}
+    if dim is None:
+        time = above.time * bound
+        indexed = [t for t in einsum.tensors if einsum.indexes(rank, t)]
+        return replace(above, extents=extents, temporal={**above.temporal, rank: above.temporal[rank] * bound},
+                       time=time, fills={**above.fills, **{t: time for t in indexed}}, depth=above.depth + 1,
+                       lifetime={**above.lifetime, **{t: above.depth + 1 for t in indexed}})
+    between = dict(above.between)
+    for t in einsum.tensors:
+        if _spreads(einsum, t, rank, dim):
+            between[t] = between[t] * bound
+    return replace(above, extents=extents, instances=above.instances * bound, between=between,
+                   depth=above.depth + 1)
+
+
+def _spreads(einsum: Einsum, tensor: str, rank: str, dim: FanoutDim) -> bool:
+    """Whether a spatial loop over `rank` on `dim` saves traffic of `tensor` above it:
+    multicast of a read tensor it does not index, reduction of the output over it."""
+    if einsum.is_output(tensor):
+        return rank in einsum.reduced and dim.reduce
+    return not einsum.indexes(rank, tensor) and dim.multicast
+
+
+def after_storage(above: Above, tensor: str) -> Above:
+    """The point below a storage node of `tensor`: its spatial factor starts again."""
+    return replace(above, between={**above.between, tensor: 1})
+
+
+def storage_tile(above: Above, einsum: Einsum, tensor: str) -> tuple[Any, Any, Any]:
+    """(per-instance tile in values, fills F, distinct tiles D) of a node of `tensor` here."""
+    ranks = einsum.use(tensor).ranks
+    return (_prod(above.extents[r] for r in ranks), above.fills[tensor],
+            _prod(above.temporal[r] for r in ranks))
+
+
+def link_counts(is_output: bool, level: str, parent: str, values: Any, fills: Any, distinct: Any,
+                instances: Any, between: Any) -> list[tuple[str, str, Any]]:
+    """('read'|'write', level, values) of the link between a storage node and its parent:
+    fills of the child's tile; an output's partial sums also go back down."""
+    moved = fills * instances * values
+    if not is_output:
+        return [("read", parent, _div(moved, between)), ("write", level, moved)]
+    psum = _div((fills - distinct) * instances * values, between)
+    return [("read", level, moved), ("write", parent, _div(moved, between)),
+            ("read", parent, psum), ("write", level, psum)]
+
+
+def leaf_counts(is_output: bool, level: str, ops: Any, between: Any) -> tuple[str, str, Any]:
+    """The compute's reads of an input (writes of the output) at its innermost node."""
+    return ("write" if is_output else "read"), level, _div(ops, between)
+
+
+def _add(counts: AccessCounts, tensor: str, access: tuple[str, str, Any]) -> None:
+    kind, level, n = access
+    (counts.add_write if kind == "write" else counts.add_read)(level, tensor, n)
 
 
 def analyze(pmapping: Pmapping, workload: Workload, arch: Arch) -> PmappingAnalysis:
@@ -131,60 +190,36 @@ def analyze(pmapping: Pmapping, workload: Workload, arch: Arch) -> PmappingAnaly
     einsum = workload.einsum(pmapping.einsum)
     unit = pmapping.compute.unit
     loops = place_loops(pmapping, workload)
-    leaf = len(pmapping.nodes) - 1
-
-    def dim(pl: PlacedLoop):
-        return arch.fanout_owner(pl.loop.spatial, unit).dim(pl.loop.spatial)
-
-    def multicast(lo: int, hi: int, ranks: tuple[str, ...]) -> Any:
-        return _prod(pl.bound for pl in _spatial_between(loops, lo, hi)
-                     if pl.loop.rank_variable not in ranks and dim(pl).multicast)
-
-    def reduction(lo: int, hi: int) -> Any:
-        return _prod(pl.bound for pl in _spatial_between(loops, lo, hi)
-                     if pl.loop.rank_variable in einsum.reduced and dim(pl).reduce)
-
-    tiles: list[StorageTile] = []
+    bounds = {pl.index: pl for pl in loops}
+    above = start(einsum, workload)
+    chains: dict[str, list[StorageTile]] = {t: [] for t in einsum.tensors}
     counts = AccessCounts()
     ops = _prod(workload.rank_sizes[r] for r in einsum.rank_variables)  # the full iteration space
     counts.ops = ops
-    for use in einsum.tensor_uses:
-        is_output = einsum.is_output(use.tensor)
-        chain: list[StorageTile] = []
-        for i, node in enumerate(pmapping.nodes):
-            if not (isinstance(node, Storage) and use.tensor in node.tensors):
-                continue
-            above = [pl for pl in loops if pl.index < i]
-            fills, distinct = _fills_and_distinct(above, use.ranks)
-            tile = StorageTile(
-                index=i, level=node.level, tensor=use.tensor, depth=len(above),
-                lifetime_depth=_lifetime_depth(above, use.ranks),
-                values=_tile_values(above, use.ranks, workload),
-                instances=_prod(pl.bound for pl in above if pl.loop.spatial is not None),
-                fills=fills, distinct=distinct, parent=len(chain) - 1 if chain else None)
+    for i, node in enumerate(pmapping.nodes):
+        if isinstance(node, Loop):
+            dim = arch.fanout_owner(node.spatial, unit).dim(node.spatial) if node.spatial else None
+            above = after_loop(above, einsum, node.rank_variable, bounds[i].bound, dim)
+            continue
+        if not isinstance(node, Storage):
+            continue
+        for t in node.tensors:
+            values, fills, distinct = storage_tile(above, einsum, t)
+            chain = chains[t]
+            tile = StorageTile(index=i, level=node.level, tensor=t, depth=above.depth,
+                               lifetime_depth=above.lifetime[t], values=values, instances=above.instances,
+                               fills=fills, distinct=distinct, parent=len(chain) - 1 if chain else None)
+            if chain:
+                for access in link_counts(einsum.is_output(t), node.level, chain[-1].level, values, fills,
+                                          distinct, above.instances, above.between[t]):
+                    _add(counts, t, access)
             chain.append(tile)
-            if tile.parent is None:
-                continue
-            parent = chain[tile.parent]
-            moved = tile.fills * tile.instances * tile.values
-            if is_output:
-                r = reduction(parent.index, i)
-                counts.add_read(node.level, use.tensor, moved)
-                counts.add_write(parent.level, use.tensor, _div(moved, r))
-                psum = _div((tile.fills - tile.distinct) * tile.instances * tile.values, r)
-                counts.add_read(parent.level, use.tensor, psum)
-                counts.add_write(node.level, use.tensor, psum)
-            else:
-                counts.add_read(parent.level, use.tensor, _div(moved, multicast(parent.index, i, use.ranks)))
-                counts.add_write(node.level, use.tensor, moved)
-        tiles.extend(chain)
-        innermost = chain[-1]
-        if is_output:
-            counts.add_write(innermost.level, use.tensor, _div(ops, reduction(innermost.index, leaf)))
-        else:
-            counts.add_read(innermost.level, use.tensor,
-                            _div(ops, multicast(innermost.index, leaf, use.ranks)))
-    return PmappingAnalysis(pmapping, loops, tuple(tiles), ops, counts)
+            above = after_storage(above, t)
+    for use in einsum.tensor_uses:
+        _add(counts, use.tensor, leaf_counts(einsum.is_output(use.tensor), chains[use.tensor][-1].level, ops,
+                                             above.between[use.tensor]))
+    tiles = tuple(tile for use in einsum.tensor_uses for tile in chains[use.tensor])
+    return PmappingAnalysis(pmapping, loops, tiles, ops, counts)
 
 
 @dataclass(frozen=True)
@@ -226,12 +261,19 @@ def cost(analysis: PmappingAnalysis, workload: Workload, arch: Arch) -> Pmapping
         m = arch.memory(level)
         n = used_instances(analysis, arch, level)
         r, w = read_bits[level], write_bits[level]
-        terms = [x / (bw * n) for x, bw in ((r, m.read_bandwidth), (w, m.write_bandwidth),
-                                             (r + w, m.bandwidth)) if bw != math.inf]
+        terms = port_times(m, r, w, n)
         memory_latency[level] = _max(*terms) if terms else 0
     energy = compute_energy + _sum(by_access.values())
     latency = _max(compute_latency, *memory_latency.values())
     return PmappingCost(energy, latency, compute_energy, by_access, compute_latency, memory_latency)
+
+
+def port_times(memory, read_bits: Any, write_bits: Any, instances: Any = 1) -> list[Any]:
+    """Seconds each of a level's finite-bandwidth ports needs for these bits (read port,
+    write port, shared port), spread over `instances`; the level's latency is their max."""
+    return [x / (bw * instances) for x, bw in ((read_bits, memory.read_bandwidth),
+                                                (write_bits, memory.write_bandwidth),
+                                                (read_bits + write_bits, memory.bandwidth)) if bw != math.inf]
 
 
 def _sum(xs: Iterable[Any]) -> Any:
