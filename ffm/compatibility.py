@@ -10,14 +10,16 @@ A partial mapping's group is its `Key`: everything its future depends on besides
 - `einsum`: whose rank variables `frontier` names.
 
 Matching is a hash join on the c_T of the tensors both sides hold and the frontier loops
-(renamed to the next Einsum's rank variables); everything here is per *group* pair, never
-per row.
+(renamed to the next Einsum's rank variables). It works on groups, never on rows, and is
+vectorised over them: every c_T and loop becomes an integer code, so Python only reads each
+key and builds each new one.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product
+
 import numpy as np
+import pandas as pd
 
 from arch.model import Arch
 from workloads.model import Workload
@@ -64,76 +66,185 @@ def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple], ein
                 workload: Workload, arch: Arch, levels: list[str]) -> Pairs:
     """Every compatible pair of a partial group (indices `present` into `pkeys`) and a
     pmapping group (`ycompat[g]` = (((tensor, c_T), ...), fused loops), as pmapgen keys
-    them) of `einsum`; `later` holds the Einsums joined after it."""
+    them) of `einsum`; `later` holds the Einsums joined after it.
+
+    Pairs come ordered by partial group (as in `present`), then by renaming of its frontier
+    (`itertools.product` order over each loop's candidates), then by pmapping group; new
+    keys are numbered by first appearance in that order. A step can have hundreds of
+    thousands of groups on either side, hence integer codes and numpy throughout."""
     top = arch.memories[0].name
     ey = workload.einsum(einsum)
     alive = {t for t in workload.tensors if any(u in later for u in workload.users(t))}
-    ys = [(dict(ykey), yfused) for ykey, yfused in ycompat]
-    tensors = tuple(sorted({t for ykey, _ in ys for t in ykey}))
     level_index = {lv: i for i, lv in enumerate(levels)}
-    by_common: dict[tuple, dict[tuple, list[int]]] = {}  # (common tensors, s) -> index
-    new_keys: dict[Key, int] = {}
-    out = {name: [] for name in ("p", "y", "s", "fy", "s_next", "key")}
-    fresh_rows, dying_rows = [], []
+    keys = [pkeys[i] for i in present.tolist()]
 
-    names: dict[tuple, tuple[str, ...]] = {}
-    ckeys: dict[tuple, list[tuple]] = {}  # common tensors -> their c_T per pmapping group
+    # c_T as codes, one per distinct c_T of either side: live[i, j] / yct[g, j] is partial
+    # keys[i]'s / pmapping group g's c_T of names[j], -1 if it holds none (code -1 reads the
+    # sentinel at the end of depth and onchip).
+    ykeys = [ykey for ykey, _ in ycompat]
+    y_names, y_ct = _items(ykeys)
+    p_names, p_ct = _items([k.live for k in keys])
+    tensors = tuple(sorted(set(y_names)))
+    names = tuple(sorted(set(y_names) | set(p_names)))
+    col = {t: j for j, t in enumerate(names)}
+    ct_code, ct = _factorize(y_ct + p_ct)
+    yct = _padded(_lengths(ykeys), ct_code[:len(y_ct)], len(names), _lookup(col, y_names))
+    live = _padded(_lengths([k.live for k in keys]), ct_code[len(y_ct):], len(names), _lookup(col, p_names))
+    tcols = [col[t] for t in tensors]
+    assert (yct[:, tcols] >= 0).all(), "every pmapping group keys every shared tensor of its Einsum"
+    depth = np.array([len(c[1]) if c[0] != top else 0 for c in ct] + [0], dtype=np.int64)  # needed_depth's terms
+    onchip = np.array([level_index.get(c[0], -1) if c[0] != top else -1 for c in ct] + [-1], dtype=np.int64)
+    s_p = depth[live].max(axis=1, initial=0)
 
-    def in_this_einsum(r: str, ex: str) -> tuple[str, ...]:
-        """This Einsum's rank variables a loop over r in ex may be the same loop as: the same
-        letter, or one indexing the same position of a tensor both use (as the validator)."""
-        if (r, ex) not in names:
-            x = workload.einsum(ex)
-            names[r, ex] = tuple(b for b in ey.rank_variables if b == r or _same_rank(r, b, x, ey))
-        return names[r, ex]
+    # Fused loops as codes: each pmapping group's (yloops[g, :fy[g]]) and each renaming of
+    # each partial group's frontier to this Einsum's rank variables (renamed[i], of partial
+    # keys[part[i]]). A loop over r in Einsum ex may be the same loop as one over this
+    # Einsum's b if b == r or b indexes the same position of a tensor both use.
+    yf_code, yf = _factorize([yfused for _, yfused in ycompat])
+    f_len = _lengths([k.frontier for k in keys])
+    assert (f_len == s_p).all(), "a group keeps exactly the loops the next Einsum must share"
+    ex_code, exs = _factorize([k.einsum for k in keys])
+    fl_code, fl = _factorize([lp for k in keys for lp in k.frontier])
+    fl_ex = np.repeat(ex_code, f_len)
+    lx = _row_codes(np.column_stack([fl_code, fl_ex]))  # (loop, its Einsum)
+    lx_loops = list(zip(fl[fl_code[_first(lx)]], exs[fl_ex[_first(lx)]]))
+    same = {(r, ex): [b for b in ey.rank_variables if b == r or _same_rank(r, b, workload.einsum(ex), ey)]
+            for r, ex in {(lp[0], ex) for lp, ex in lx_loops}}
+    cands = [[(b, tile, sp) for b in same[r, ex]] for (r, tile, sp), ex in lx_loops]
+    y_loops = [lp for f in yf for lp in f]
+    loop_code = _factorize(y_loops + [c for cs in cands for c in cs])[0]
+    yf_len = _lengths(yf)
+    fy = yf_len[yf_code]
+    yloops = _padded(yf_len, loop_code[:len(y_loops)], int(yf_len.max(initial=0)))[yf_code]
+    c_count = _lengths(cands)
+    n_renamed, renamed = _renamings(f_len, (np.cumsum(c_count) - c_count)[lx], c_count[lx], loop_code[len(y_loops):])
+    part = np.repeat(np.arange(len(keys)), n_renamed)
 
-    def by(common: tuple, s: int) -> dict[tuple, list[int]]:
-        """Pmapping groups with at least s fused loops by (c_T of `common`, first s loops)."""
-        if (common, s) not in by_common:
-            if common not in ckeys:
-                ckeys[common] = [tuple(ykey[t] for t in common) for ykey, _ in ys]
-            index: dict[tuple, list[int]] = {}
-            for g, (ck, (_, yfused)) in enumerate(zip(ckeys[common], ys)):
-                if len(yfused) >= s:
-                    index.setdefault((ck, yfused[:s]), []).append(g)
-            by_common[common, s] = index
-        return by_common[common, s]
+    row, y = _match(live[part][:, tcols], s_p[part], renamed, yct[:, tcols], yloops, fy, len(ct))
+    pos = part[row]
 
-    def matching(key: Key, live: dict, s: int) -> list[int]:
-        """Hash lookups on everything compatibility needs: the shared tensors' c_T and the
-        frontier renamed to this Einsum's rank variables (each renaming it may have)."""
-        assert len(key.frontier) == s  # a group keeps exactly the loops the next Einsum must share
-        common = tuple(t for t in tensors if t in live)
-        index = by(common, s)
-        ckey = tuple(live[t] for t in common)
-        renamed = product(*[[(b, tile, spatial) for b in in_this_einsum(r, key.einsum)]
-                            for r, tile, spatial in key.frontier])
-        return [g for frontier in renamed for g in index.get((ckey, frontier), [])]
+    # The joined rows' group: the alive tensors' c_T (the pmapping's, for those it holds)
+    # and the first s_next loops of this Einsum.
+    alive_col = np.array([t in alive for t in names], dtype=bool)
+    new_live = np.where(alive_col & (yct[y] >= 0), yct[y], np.where(alive_col, live[pos], -1))
+    s_next = depth[new_live].max(axis=1, initial=0)
+    key = _row_codes(np.column_stack([new_live, np.where(np.arange(yloops.shape[1]) < s_next[:, None], yloops[y], -1)]))
+    first = _first(key)
+    live_code = _row_codes(new_live[first])
+    lives = [tuple((names[j], ct[c]) for j, c in enumerate(nl) if c >= 0)
+             for nl in new_live[first[_first(live_code)]].tolist()]
+    new_keys = [Key(lives[lv], yf[f][:sn], einsum if sn else "")
+                for lv, f, sn in zip(live_code.tolist(), yf_code[y[first]].tolist(), s_next[first].tolist())]
 
-    for pg in present.tolist():
-        key = pkeys[pg]
-        live = dict(key.live)
-        s = needed_depth(live, top)
-        for yg in matching(key, live, s):
-            ykey, yfused = ys[yg]
-            new_live = {t: c for t, c in live.items() if t in alive}
-            new_live.update((t, c) for t, c in ykey.items() if t in alive)
-            s_next = needed_depth(new_live, top)
-            nk = Key(tuple(sorted(new_live.items())), yfused[:s_next], einsum if s_next else "")
-            out["p"].append(pg)
-            out["y"].append(yg)
-            out["s"].append(s)
-            out["fy"].append(len(yfused))
-            out["s_next"].append(s_next)
-            out["key"].append(new_keys.setdefault(nk, len(new_keys)))
-            onchip = {t: level_index.get(ykey[t][0], -1) for t in tensors if ykey[t][0] != top}
-            fresh_rows.append([onchip.get(t, -1) if t not in live else -1 for t in tensors])
-            dying_rows.append([onchip.get(t, -1) if t in live and t not in new_live else -1 for t in tensors])
-    arrays = {name: np.asarray(v, dtype=np.int64) for name, v in out.items()}
-    shape = (len(arrays["p"]), len(tensors))
-    return Pairs(keys=list(new_keys), tensors=tensors,
-                 fresh=np.asarray(fresh_rows, dtype=np.int64).reshape(shape),
-                 dying=np.asarray(dying_rows, dtype=np.int64).reshape(shape), **arrays)
+    in_live = live[pos][:, tcols] >= 0
+    at = onchip[yct[y][:, tcols]]
+    dies = in_live & ~np.array([t in alive for t in tensors], dtype=bool)
+    return Pairs(p=present[pos].astype(np.int64), y=y, s=s_p[pos], fy=fy[y], s_next=s_next, key=key,
+                 keys=new_keys, tensors=tensors, fresh=np.where(in_live, -1, at), dying=np.where(dies, at, -1))
+
+
+def _match(pct: np.ndarray, s: np.ndarray, renamed: np.ndarray, yct: np.ndarray, yloops: np.ndarray,
+           fy: np.ndarray, n_ct: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (row, pmapping group g) that agree on the c_T of each tensor the row holds
+    (pct[row], yct[g]: codes < n_ct, -1 for none) and on the first s[row] loops (renamed[row],
+    yloops[g]; g has fy[g] >= s[row] loops), by row and then g. A hash join per (tensors
+    held, s), each first narrowed to the pmapping groups holding a wanted c_T."""
+    held = pct >= 0
+    kind = _row_codes(np.column_stack([held, s]))
+    found_row, found_y = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+    for k in np.unique(kind).tolist():
+        rows = np.flatnonzero(kind == k)
+        common, depth = np.flatnonzero(held[rows[0]]), int(s[rows[0]])
+        ys = np.flatnonzero(fy >= depth)
+        for c in common:
+            wanted = np.zeros(n_ct + 1, dtype=bool)
+            wanted[pct[rows, c]] = True
+            ys = ys[wanted[yct[ys, c]]]
+        if not len(ys):
+            continue
+        codes = _row_codes(np.concatenate([np.column_stack([pct[rows][:, common], renamed[rows, :depth]]),
+                                           np.column_stack([yct[ys][:, common], yloops[ys, :depth]])]))
+        a, b = _hash_join(codes[:len(rows)], codes[len(rows):])
+        found_row.append(rows[a])
+        found_y.append(ys[b])
+    order = np.argsort(np.concatenate(found_row), kind="stable")
+    return np.concatenate(found_row)[order], np.concatenate(found_y)[order]
+
+
+def _factorize(values: list) -> tuple[np.ndarray, np.ndarray]:
+    """(code of each value, distinct values by first appearance), hashing in C: values may
+    be tuples (pandas would read a list of equal-length tuples as a 2-D array)."""
+    codes, uniques = pd.factorize(np.fromiter(values, dtype=object, count=len(values)), use_na_sentinel=False)
+    return codes.astype(np.int64), uniques
+
+
+def _items(mappings: list[tuple]) -> tuple[list, list]:
+    """The keys and the values of sorted (key, value) tuples, all concatenated."""
+    flat = [item for m in mappings for item in m]
+    return [k for k, _ in flat], [v for _, v in flat]
+
+
+def _lengths(seqs: list) -> np.ndarray:
+    """len of each."""
+    return np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+
+
+def _lookup(d: dict, keys: list) -> np.ndarray:
+    """d[k] for each k, as integers."""
+    return np.fromiter(map(d.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+
+def _row_codes(m: np.ndarray) -> np.ndarray:
+    """A code per distinct row of an integer matrix with entries >= -1, numbered by first
+    appearance (a matrix of no columns: all rows equal)."""
+    code = np.zeros(len(m), dtype=np.int64)
+    for c in m.T:
+        v = c.astype(np.int64) + 1
+        code = pd.factorize(code * (int(v.max(initial=0)) + 1) + v)[0].astype(np.int64)
+    return code
+
+
+def _first(codes: np.ndarray) -> np.ndarray:
+    """Where each code 0, 1, ... first occurs (codes numbered by first appearance)."""
+    return np.unique(codes, return_index=True)[1]
+
+
+def _positions(counts: np.ndarray) -> np.ndarray:
+    """0..n-1 for each n in `counts`, concatenated."""
+    return np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
+
+
+def _padded(lengths: np.ndarray, values: np.ndarray, width: int, cols: np.ndarray | None = None) -> np.ndarray:
+    """`values` cut into rows of `lengths` as a matrix, missing entries -1; a value goes to
+    column cols[i] if given, else to its position in its row."""
+    out = np.full((len(lengths), width), -1, dtype=np.int64)
+    out[np.repeat(np.arange(len(lengths)), lengths), _positions(lengths) if cols is None else cols] = values
+    return out
+
+
+def _renamings(lengths: np.ndarray, start: np.ndarray, count: np.ndarray,
+               codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every choice of one candidate per loop, for sequences u of lengths[u] loops, the
+    i-th loop overall having candidates codes[start[i]:start[i] + count[i]]: (the number of
+    choices per sequence, the choices as rows, by sequence and then in `itertools.product`
+    order, -1 past a sequence's end)."""
+    width = int(lengths.max(initial=0))
+    n = _padded(lengths, count, width)
+    n[n < 0] = 1  # past a sequence's end: one choice, start -1 + 0: the sentinel code -1
+    stride = np.ones_like(n)  # choices of the later loops: the last loop varies fastest
+    stride[:, :-1] = np.cumprod(n[:, :0:-1], axis=1)[:, ::-1]
+    per = n.prod(axis=1)  # 0 if some loop has no candidate
+    owner = np.repeat(np.arange(len(lengths)), per)
+    choice = _positions(per)[:, None] // stride[owner] % n[owner]
+    return per, np.append(codes, -1)[_padded(lengths, start, width)[owner] + choice]
+
+
+def _hash_join(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (i, j) with left[i] == right[j], by i and then j."""
+    order = np.argsort(right, kind="stable")
+    lo = np.searchsorted(right[order], left, "left")
+    n = np.searchsorted(right[order], left, "right") - lo
+    return np.repeat(np.arange(len(left)), n), order[np.repeat(lo, n) + _positions(n)]
 
 
 def _same_rank(ra: str, rb: str, x, y) -> bool:

@@ -9,8 +9,9 @@ A partial mapping (Einsums 0..i joined) is a row of numbers:
 - the consolidated reservation columns of `ffm.reservations` (their number depends only
   on the deepest fusion, never on the number of Einsums).
 
-A step matches groups (Python, per group pair) and then builds and evaluates every row
-pair of all matched groups at once with numpy, in batches of about BATCH_ROWS rows.
+A step matches groups (`ffm.compatibility.group_pairs`, vectorised over groups) and then
+builds and evaluates every row pair of all matched groups at once with numpy, in batches of
+about BATCH_ROWS rows.
 
 Pruning is exact by default; `join(..., delta=δ)` ε-prunes every step but the last
 (`ffm.epsilon`), and `admit` drops partial mappings that cannot beat a known bound (the
