@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+import pandas as pd
 
 
 @numba.njit(cache=True)
@@ -63,3 +64,16 @@ def pareto_mask(criteria: np.ndarray, groups: np.ndarray | None = None) -> np.nd
     starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1], True]).astype(np.int64)
     _pareto_sorted(x, order, starts, keep)
     return keep
+
+
+def group_labels(values: np.ndarray) -> np.ndarray:
+    """One integer label per row of `values` (n x k): equal rows get equal labels.
+
+    Mixed radix over each column's codes, re-factorised after every column so codes stay
+    below n (hash factorisation: np.unique(axis=0) sorts rows and is several times slower)."""
+    values = np.asarray(values)
+    code = np.zeros(len(values), dtype=np.int64)
+    for c in range(values.shape[1] if values.ndim == 2 else 0):
+        inverse, uniques = pd.factorize(values[:, c])
+        code = pd.factorize(code * len(uniques) + inverse)[0].astype(np.int64)
+    return code

@@ -25,7 +25,7 @@ so there only legality prunes; the rules marked * apply below it:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations, product
 from typing import Iterator
 
@@ -58,80 +58,260 @@ def _subsets(items: list) -> Iterator[tuple]:
         yield from combinations(items, k)
 
 
-def storage_choices(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
-                    constraints: Constraints) -> Iterator[dict[str, tuple[int, ...]]]:
-    """For each tensor, the levels (indices into the unit's path) that keep it."""
+def _levels(einsum: Einsum, workload: Workload, arch: Arch, unit: str, constraints: Constraints, t: str):
+    """(levels that may keep tensor t, levels that must, levels its backing may use)."""
     path = arch.path(unit)
-    per_tensor = []
-    for t in einsum.tensors:
-        tensor = workload.tensors[t]
-        allowed = [k for k, m in enumerate(path) if arch.may_keep(m.name, tensor, einsum)]
-        must = {k for k, m in enumerate(path) if arch.must_keep(m.name, tensor, einsum)}
-        if tensor.role == "intermediate":
-            backings = [k for k in allowed if constraints.backing_allowed(t, path[k].name)]
-        else:
-            backings = [0] if 0 in allowed else []
-        options = []
-        for b in backings:
-            below = [k for k in allowed if k > b]
-            options += [(b, *extra) for extra in _subsets(below) if must <= {b, *extra}]
-        per_tensor.append(options)
-    for combo in product(*per_tensor):
-        choice = dict(zip(einsum.tensors, combo))
-        if all(_smallest_fit(path[k], [t for t, lv in choice.items() if k in lv], workload)
-               for k in range(1, len(path))):
-            yield choice
+    tensor = workload.tensors[t]
+    allowed = tuple(k for k, m in enumerate(path) if arch.may_keep(m.name, tensor, einsum))
+    must = frozenset(k for k, m in enumerate(path) if arch.must_keep(m.name, tensor, einsum))
+    if tensor.role == "intermediate":
+        backings = tuple(k for k in allowed if constraints.backing_allowed(t, path[k].name))
+    else:
+        backings = (0,) if 0 in allowed else ()
+    return allowed, must, backings
 
 
-def _smallest_fit(memory, tensors: list[str], workload: Workload) -> bool:
-    """Whether one value of each tensor fits (tiles are at least one value)."""
-    return (len(tensors) <= memory.capacity_values
-            and sum(workload.tensors[t].bits for t in tensors) <= memory.capacity_bits)
-
-
-def spatial_choices(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
-                    constraints: Constraints) -> Iterator[dict[int, tuple[tuple[str, str], ...]]]:
-    """For each level with a fanout, the (dim, rank variable) spatial loops it uses."""
-    path = arch.path(unit)
-    per_level = []
-    levels = []
-    for k, m in enumerate(path):
+def spatial_groups(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
+                   constraints: Constraints) -> dict[int, list[tuple[tuple[str, str], ...]]]:
+    """For each level with a fanout, the non-empty groups of (dim, rank variable) spatial
+    loops it may run."""
+    out = {}
+    for k, m in enumerate(arch.path(unit)):
         slots = [(d.name, r) for d in m.fanout for r in einsum.rank_variables
                  if workload.rank_sizes[r] > 1 and (r not in einsum.reduced or d.reduce)
                  and constraints.spatial_allowed(r, d.name)]
-        if slots:
-            levels.append(k)
-            per_level.append([s for s in _subsets(slots) if len(s) <= constraints.max_spatial_per_level
-                              and all(d.allows(einsum, [r for dd, r in s if dd == d.name]) for d in m.fanout)])
-    choices = [{k: s for k, s in zip(levels, combo) if s} for combo in product(*per_level)]
-    # most potential parallelism first: a time-limited (anytime) run meets good ones early
-    yield from sorted(choices, key=lambda c: -_parallelism(c, workload, arch, unit))
+        groups = [s for s in _subsets(slots) if s and len(s) <= constraints.max_spatial_per_level
+                  and all(d.allows(einsum, [r for dd, r in s if dd == d.name]) for d in m.fanout)]
+        if groups:
+            out[k] = groups
+    return out
 
 
-def _parallelism(choice: dict, workload: Workload, arch: Arch, unit: str) -> int:
-    """Instances a spatial choice could use at most (per dim: min(dim size, rank sizes))."""
-    total = 1
-    for group in choice.values():
-        dims: dict[str, int] = {}
-        for dim, r in group:
-            dims[dim] = dims.get(dim, 1) * workload.rank_sizes[r]
-        for dim, n in dims.items():
-            total *= min(n, arch.fanout_owner(dim, unit).dim(dim).size)
-    return total
+@dataclass(frozen=True)
+class Space:
+    """What the moves of one Einsum on one compute unit depend on besides the prefix."""
+    einsum: Einsum
+    unit: str
+    path: tuple[str, ...]
+    relevance: dict  # rank variable -> the tensors it indexes
+    max_loops: dict  # rank variable -> most loops it may have
+    constraints: Constraints
+    allowed: dict  # tensor -> levels that may keep it
+    must: dict  # tensor -> levels that must keep it
+    backings: dict  # tensor -> levels its backing may use
+    groups: dict  # fanout level -> its possible spatial groups
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """The structure of a partial pmapping (its nodes from the root down), reduced to what
+    its possible continuations depend on: two prefixes with equal `Prefix` have the same
+    moves. Storage levels and spatial groups are chosen as the prefix grows, so prefixes
+    of different storage and spatial choices meet in one `Prefix`."""
+    inner: tuple  # (tensor, level index) of each tensor's last placed node
+    backing: frozenset  # (tensor, level index): on-chip backings of shared tensors still to place
+    shared_onchip: frozenset  # (tensor, backing level index) of shared tensors backed on chip
+    groups_placed: frozenset  # fanout levels whose spatial group is placed
+    floor: int  # storage nodes go at this level or below (the deepest spatial group placed)
+    deepest: int  # the deepest level with a storage node (-1: none below the root)
+    loose: bool  # a temporal loop was placed since the last storage run
+    last: str  # "root", "storage", "spatial" or "temporal": the kind of the last move
+    last_run: tuple  # tensors of the storage run just placed that may move (last == "storage")
+    last_temporal: str | None  # the rank variable of the last temporal loop (spatial ones skipped)
+    block: tuple  # rank variables of the temporal loops since the last cut
+    loops: tuple  # loops per rank variable, in `Space.relevance` order
+    fused_ranks: frozenset  # rank variables of the loops placed while above a shared backing
+    depth: int  # loops placed
+
+    @property
+    def fused(self) -> bool:
+        """Still above some shared tensor's on-chip backing node."""
+        return bool(self.backing)
+
+    def candidates(self, sp: Space, t: str) -> list[int]:
+        """Levels the next node of tensor t may use."""
+        inner = dict(self.inner)
+        if t not in inner:
+            return [k for tt, k in self.backing if tt == t and k >= self.floor]
+        return [k for k in sp.allowed[t] if k > inner[t] and k >= self.floor]
+
+    def unplaced_must(self, sp: Space) -> set[int]:
+        """Levels some tensor must still get a node at (shared backings included)."""
+        inner = dict(self.inner)
+        pending = dict(self.backing)
+        return {k for t, must in sp.must.items() for k in must
+                if (t in inner and k > inner[t]) or (t in pending and k >= pending[t])} | set(pending.values())
+
+    def done(self, sp: Space) -> bool:
+        return not self.loose and not self.unplaced_must(sp)
+
+    @property
+    def progress(self) -> int:
+        """Grows with every move: storage runs deepen `inner`, groups are placed once,
+        loops of one block (or of the fused region) are bounded."""
+        return (1000 * (sum(k + 1 for _, k in self.inner) + 2 * len(self.groups_placed))
+                + 10 * len(self.fused_ranks) + len(self.block))
+
+
+@dataclass(frozen=True)
+class Move:
+    """Nodes appended to a prefix: a storage run, a spatial group, or one temporal loop
+    (`Loop.tile` is the loop's position among the move's loops)."""
+    nodes: tuple
+
+
+def space(einsum: Einsum, workload: Workload, unit: str, arch: Arch, constraints: Constraints) -> Space:
+    ranks = [r for r in einsum.rank_variables if workload.rank_sizes[r] > 1]
+    levels = {t: _levels(einsum, workload, arch, unit, constraints, t) for t in einsum.tensors}
+    return Space(einsum, unit, tuple(m.name for m in arch.path(unit)),
+                 {r: frozenset(t for t in einsum.tensors if r in einsum.use(t).ranks) for r in ranks},
+                 {r: min(constraints.max_loops_per_rank, _prime_factors(workload.rank_sizes[r])) for r in ranks},
+                 constraints, {t: v[0] for t, v in levels.items()}, {t: v[1] for t, v in levels.items()},
+                 {t: v[2] for t, v in levels.items()}, spatial_groups(einsum, workload, arch, unit, constraints))
+
+
+def roots(sp: Space, workload: Workload) -> Iterator[tuple[Prefix, Move]]:
+    """For each choice of backing levels: the empty prefix and the root storage run.
+    Shared tensors' on-chip backings are chosen here (loops above them must index them);
+    every other node is chosen as the prefix grows."""
+    per_tensor = [[(t, b) for b in sp.backings[t]] for t in sp.einsum.tensors]
+    for combo in product(*per_tensor):
+        root = tuple(sorted(t for t, b in combo if b == 0))
+        later = frozenset((t, b) for t, b in combo if b != 0)
+        if any(not workload.is_shared(t) for t, _ in later) or any(k < b for t, b in combo for k in sp.must[t]):
+            continue  # only shared intermediates have on-chip backings; none skips a level it must use
+        yield (Prefix(tuple((t, 0) for t in root), later, later, frozenset(), 0, -1, False, "root", (), None, (),
+                      tuple(0 for _ in sp.relevance), frozenset(), 0),
+               Move((Storage(sp.path[0], root),) if root else ()))
+
+
+def _chains(p: Prefix, sp: Space, t: str) -> list[tuple[int, ...]]:
+    """The next nodes tensor t may get in one storage run: increasing levels among its
+    candidates, skipping no level it must use (possibly none); a tensor whose on-chip
+    backing is still to place starts with it."""
+    inner = dict(p.inner)
+    if t in inner:
+        top, first, must = inner[t], (), sp.must[t]
+        cands = p.candidates(sp, t)
+    else:
+        out = [()]
+        for top in p.candidates(sp, t):  # its backing level
+            below = [k for k in sp.allowed[t] if k > top]
+            out += [(top, *levels) for levels in _subsets(below)
+                    if all(k in levels for k in sp.must[t] if top < k < (levels or (top,))[-1])]
+        return out
+    return [()] + [levels for levels in _subsets(cands)
+                   if levels and all(k in levels for k in must if top < k < levels[-1])]
+
+
+def moves(sp: Space, p: Prefix) -> Iterator[tuple[Move, Prefix]]:
+    """Every move the rules of the module docstring allow after prefix `p`, with the
+    prefix it leads to."""
+    e, path, relevance, constraints = sp.einsum, sp.path, sp.relevance, sp.constraints
+    backing = dict(p.shared_onchip)
+    need_index = {t for t, _ in p.backing}  # loops placed now are above their backing
+    fused = bool(need_index)
+    rank_index = {r: i for i, r in enumerate(relevance)}
+    # (a) a storage run: for each tensor, its next nodes (possibly none)
+    if p.last != "storage":
+        for combo in product(*[[(t, c) for c in _chains(p, sp, t)] for t in e.tensors]):
+            run = [(t, k) for t, levels in combo for k in levels]
+            if not run:
+                continue
+            run_nodes = tuple(Storage(path[k], tuple(sorted(t for t, kk in run if kk == k)))
+                              for k in sorted({k for _, k in run}))
+            movable = tuple(sorted({t for t, k in run if backing.get(t) != k}))
+            inner = dict(p.inner)
+            inner.update((t, levels[-1]) for t, levels in combo if levels)
+            yield Move(run_nodes), replace(
+                p, inner=tuple(sorted(inner.items())), backing=p.backing - set(run),
+                deepest=max([p.deepest] + [k for _, k in run if k != 0]), loose=False, last="storage",
+                last_run=movable, block=())
+    # (b) a spatial group
+    for k, options in sp.groups.items():
+        if k in p.groups_placed or (p.last == "temporal" and not fused) or p.deepest >= k:
+            continue
+        if any(kk < k for kk in p.unplaced_must(sp)):
+            continue  # nodes above the fanout could no longer be placed
+        for group in options:
+            if any(not need_index <= relevance[r] for _, r in group):
+                continue
+            group_ranks = [r for _, r in group]
+            if fused and (len(set(group_ranks)) < len(group_ranks) or p.fused_ranks & set(group_ranks)):
+                continue  # fused loops: each rank variable at most once
+            loops = list(p.loops)
+            for r in group_ranks:
+                loops[rank_index[r]] += 1
+            if any(loops[rank_index[r]] > sp.max_loops[r] for r in group_ranks):
+                continue  # every loop needs a bound >= 2
+            yield Move(tuple(Loop(r, i, dim) for i, (dim, r) in enumerate(group))), replace(
+                p, groups_placed=p.groups_placed | {k}, floor=max(p.floor, k), last="spatial", last_run=(),
+                block=(), loops=tuple(loops),
+                fused_ranks=p.fused_ranks | set(group_ranks) if fused else p.fused_ranks,
+                depth=p.depth + len(group))
+    # (c) a temporal loop; one with no storage node below it changes nothing (the leaf iterates
+    # whatever extent is left), so loops only go where a storage node can still follow
+    if not any(p.candidates(sp, t) for t in e.tensors):
+        return
+    for r in relevance:
+        if (r in p.block and not fused) or p.loops[rank_index[r]] >= sp.max_loops[r] \
+                or not need_index <= relevance[r]:
+            continue
+        if fused and r in p.fused_ranks:
+            continue  # a rank variable is at most once among the fused loops (semantics §2)
+        if p.last == "storage" and not set(p.last_run) <= relevance[r]:
+            continue  # those nodes of the run above would be moved below this loop
+        if p.last == "storage" and p.last_run:
+            if p.last_temporal is None or any(t in relevance[p.last_temporal] for t in p.last_run):
+                continue  # no reuse run above them: moving them below this loop dominates
+        if not fused and p.block:
+            prev = p.block[-1]
+            if relevance[prev] == relevance[r]:
+                if r < prev:
+                    continue
+            elif any(relevance[b] == relevance[r] for b in p.block):
+                continue
+        if not constraints.loop_allowed(r, fused) or not constraints.order_allowed(p.block, r):
+            continue
+        loops = list(p.loops)
+        loops[rank_index[r]] += 1
+        yield Move((Loop(r, 0),)), replace(
+            p, loose=True, last="temporal", last_run=(), last_temporal=r, block=p.block + (r,), loops=tuple(loops),
+            fused_ranks=p.fused_ranks | {r} if fused else p.fused_ranks, depth=p.depth + 1)
 
 
 def templates(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
               constraints: Constraints | None = None) -> Iterator[Template]:
-    """Every template of `einsum` on compute `unit` (see the module docstring)."""
-    constraints = constraints or Constraints()
-    ranks = [r for r in einsum.rank_variables if workload.rank_sizes[r] > 1]
-    relevance = {r: frozenset(t for t in einsum.tensors if r in einsum.use(t).ranks) for r in ranks}
-    max_loops = {r: min(constraints.max_loops_per_rank, _prime_factors(workload.rank_sizes[r])) for r in ranks}
-    spatial_list = list(spatial_choices(einsum, workload, arch, unit, constraints))
-    streams = [_storage_templates(einsum, workload, arch, unit, constraints, ranks, relevance, max_loops,
-                                  spatial_list, levels)
-               for levels in storage_choices(einsum, workload, arch, unit, constraints)]
-    # round robin over storage choices: a time-limited (anytime) run samples all of them
+    """Every template of `einsum` on compute `unit`: every path of `moves` from a root to
+    a done prefix (see the module docstring). Branches whose storage nodes overflow a level
+    with every loop tile at 1 end early (loops placed later cannot shrink them)."""
+    sp = space(einsum, workload, unit, arch, constraints or Constraints())
+
+    def fit(nodes) -> bool:
+        smallest = [Loop(n.rank_variable, 1, n.spatial) if isinstance(n, Loop) else n for n in nodes]
+        return bool(fits(Pmapping(einsum.name, (*smallest, Compute(unit))), workload, arch))
+
+    def walk(p: Prefix, nodes: list) -> Iterator[Template]:
+        if p.done(sp):
+            yield _template(einsum.name, unit, nodes)
+        for move, q in moves(sp, p):
+            if isinstance(move.nodes[0], Storage) and not fit(nodes + list(move.nodes)):
+                continue
+            yield from walk(q, nodes + list(move.nodes))
+
+    # round robin over the subtrees below the first few moves, so a time-limited (anytime)
+    # run samples every storage and spatial choice near the root instead of one corner
+    frontier = [(p, list(m.nodes)) for p, m in roots(sp, workload)]
+    for _ in range(ANYTIME_DEPTH):
+        nxt = []
+        for p, nodes in frontier:
+            if p.done(sp):
+                yield _template(einsum.name, unit, nodes)  # only its children go on
+            for move, q in moves(sp, p):
+                if not (isinstance(move.nodes[0], Storage) and not fit(nodes + list(move.nodes))):
+                    nxt.append((q, nodes + list(move.nodes)))
+        frontier = nxt
+    streams = [walk(p, nodes) for p, nodes in frontier]
     while streams:
         alive = []
         for stream in streams:
@@ -142,116 +322,14 @@ def templates(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
         streams = alive
 
 
-def _storage_templates(einsum, workload, arch, unit, constraints, ranks, relevance, max_loops,
-                       spatial_list, levels) -> Iterator[Template]:
-    """The templates of one storage choice (`levels`: tensor -> levels keeping it)."""
-    path = [m.name for m in arch.path(unit)]
-    shared_onchip = {t for t, lv in levels.items() if lv[0] != 0 and workload.is_shared(t)}
-    pending = sorted((t, k) for t, lv in levels.items() for k in lv if k != 0)
-    root = tuple(sorted(t for t, lv in levels.items() if lv[0] == 0))
-
-    def fit(nodes) -> bool:  # the nodes placed so far fit even if every loop tile ends up 1
-        smallest = [Loop(n.rank_variable, 1, n.spatial) if isinstance(n, Loop) else n for n in nodes]
-        return bool(fits(Pmapping(einsum.name, (*smallest, Compute(unit))), workload, arch))
-
-    for spatial in spatial_list:
-        used = {r: sum(rr == r for group in spatial.values() for _, rr in group) for r in ranks}
-        if any(used[r] > max_loops[r] for r in ranks):
-            continue  # every loop needs a bound >= 2
-        yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                           constraints, fit, nodes=[Storage(path[0], root)] if root else [],
-                           pending=pending, spatial_done=frozenset(), block=(), last="root",
-                           last_run=(), loops=used)
+ANYTIME_DEPTH = 3  # moves expanded breadth-first before the round robin
 
 
-def _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels, constraints, fit,
-            nodes, pending, spatial_done, block, last, last_run, loops) -> Iterator[Template]:
-    placed_backing = {t for t in shared_onchip if (t, levels[t][0]) not in pending}
-    fused = placed_backing != shared_onchip  # still above some shared on-chip backing node
-    need_index = shared_onchip - placed_backing  # loops placed now are above their backing
-    if not pending and spatial_done == frozenset(spatial):
-        slots = sum(isinstance(n, Loop) for n in nodes)
-        yield Template(einsum.name, unit, tuple(nodes) + (Compute(unit),), slots)
-    # (a) a storage run: for each tensor, the next nodes of its chain (possibly none)
-    if last != "storage":
-        def node_ok(k: int) -> bool:
-            return (all(j in spatial_done for j in spatial if j <= k)
-                    and not any(j in spatial_done for j in spatial if j > k))
-        options = []
-        for t in sorted({t for t, _ in pending}):
-            chain = sorted(k for tt, k in pending if tt == t)
-            opts = [()]
-            for n in range(1, len(chain) + 1):
-                if not node_ok(chain[n - 1]):
-                    break
-                opts.append(tuple((t, k) for k in chain[:n]))
-            options.append(opts)
-        for combo in product(*options):
-            run = [x for part in combo for x in part]
-            if not run:
-                continue
-            rest = [p for p in pending if p not in run]
-            run_nodes = [Storage(path[k], tuple(sorted(t for t, kk in run if kk == k)))
-                         for k in sorted({k for _, k in run})]
-            movable = tuple(sorted({t for t, k in run if not (t in shared_onchip and k == levels[t][0])}))
-            if not fit(nodes + run_nodes):
-                continue  # loops placed later cannot shrink these tiles: nothing below fits
-            yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                               constraints, fit, nodes + run_nodes, rest, spatial_done, (), "storage", movable, loops)
-    # (b) a spatial group
-    for k, group in spatial.items():
-        if k in spatial_done or (last == "temporal" and not fused):
-            continue  # a temporal loop right above a spatial group equals one right below it
-        if any(kk < k for _, kk in pending) or any(kk >= k for kk in _placed_levels(nodes, path)):
-            continue
-        if any(not need_index <= relevance[r] for _, r in group):
-            continue
-        if fused:  # fused loops: each rank variable at most once
-            group_ranks = [r for _, r in group]
-            if len(set(group_ranks)) < len(group_ranks) or any(
-                    isinstance(n, Loop) and n.rank_variable in group_ranks for n in nodes):
-                continue
-        slot = sum(isinstance(n, Loop) for n in nodes)
-        group_nodes = [Loop(r, slot + i, dim) for i, (dim, r) in enumerate(group)]
-        yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                           constraints, fit, nodes + group_nodes, pending, spatial_done | {k}, (), "spatial", (), loops)
-    # (c) a temporal loop; one with no storage node below it changes nothing (the leaf iterates
-    # whatever extent is left), so loops only go above pending storage
-    for r in (relevance if pending else ()):
-        if (r in block and not fused) or loops[r] >= max_loops[r] or not need_index <= relevance[r]:
-            continue
-        if fused and any(isinstance(n, Loop) and n.rank_variable == r for n in nodes):
-            continue  # a rank variable is at most once among the fused loops (semantics §2)
-        if last == "storage" and not set(last_run) <= relevance[r]:
-            continue  # those nodes of the run above would be moved below this loop
-        if last == "storage" and last_run:
-            above = _last_temporal(nodes)
-            if above is None or any(t in relevance[above] for t in last_run):
-                continue  # no reuse run above them: moving them below this loop dominates
-        if not fused and block:
-            prev = block[-1]
-            if relevance[prev] == relevance[r]:
-                if r < prev:
-                    continue
-            elif any(relevance[b] == relevance[r] for b in block):
-                continue
-        if not constraints.loop_allowed(r, fused) or not constraints.order_allowed(block, r):
-            continue
-        slot = sum(isinstance(n, Loop) for n in nodes)
-        yield from _extend(einsum, unit, path, relevance, max_loops, spatial, shared_onchip, levels,
-                           constraints, fit, nodes + [Loop(r, slot)], pending, spatial_done, block + (r,), "temporal",
-                           (), {**loops, r: loops[r] + 1})
-
-
-def _last_temporal(nodes) -> str | None:
-    for n in reversed(nodes):
-        if isinstance(n, Loop) and n.spatial is None:
-            return n.rank_variable
-    return None
-
-
-def _placed_levels(nodes, path) -> set[int]:
-    return {path.index(n.level) for n in nodes if isinstance(n, Storage)} - {0}
+def _template(einsum: str, unit: str, nodes: list) -> Template:
+    """The template of a node sequence: loop tiles become slot numbers, top-down."""
+    slots = iter(range(len(nodes)))
+    out = tuple(Loop(n.rank_variable, next(slots), n.spatial) if isinstance(n, Loop) else n for n in nodes)
+    return Template(einsum, unit, out + (Compute(unit),), sum(isinstance(n, Loop) for n in nodes))
 
 
 def _prime_factors(n: int) -> int:

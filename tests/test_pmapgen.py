@@ -12,6 +12,7 @@ from looptree.model import analyze, cost
 from looptree.nodes import Loop
 from looptree.validate import normalize, validate_pmapping
 from pmapgen.generate import OBJECTIVES, evaluate_template, generate, rebuild
+from pmapgen.prefixes import generate_by_prefixes
 from pmapgen.templates import Template
 from tests.oracle import all_pmappings
 from tests.strategies import arch_specs_, einsum_specs
@@ -46,8 +47,8 @@ def structure(p):
         tuple(lp.tile for lp in p.loops)
 
 
-def check(workload, arch, max_loops=2):
-    table, templates, _ = generate("Z", workload, arch)
+def check(workload, arch, max_loops=2, generator=generate):
+    table, templates, _ = generator("Z", workload, arch)
     by_key = {k: g for k, g in table.groupby("compat", sort=False)}
     shapes: dict = {}
     for p in all_pmappings(workload, arch, "Z", max_loops=max_loops):
@@ -78,6 +79,41 @@ def check(workload, arch, max_loops=2):
 @given(small_problems(max_levels=2))
 def test_pmapgen_dominates_brute_force(problem):
     check(*problem, max_loops=2)
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(small_problems(max_levels=2))
+def test_prefix_search_dominates_brute_force(problem):
+    check(*problem, max_loops=2, generator=generate_by_prefixes)
+
+
+def frontier(table):
+    """Each compatibility group's frontier as a set of (key, criteria) (rows are unique up
+    to ties, so two exhaustive generators must give equal sets)."""
+    if table.empty:
+        return set()
+    crit = sorted(c for c in table.columns if c.startswith("res:")) + ["energy", "latency"]
+    return {(repr(r["compat"]), *np.round(np.nan_to_num(r[crit].to_numpy(dtype=float), nan=-1.0), 9))
+            for _, r in table.iterrows()}
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(small_problems(max_levels=3))
+def test_prefix_search_equals_template_enumeration(problem):
+    """Pruning partial pmappings loses nothing: per compatibility group, the prefix search
+    keeps exactly the frontier that evaluating every template's every tile shape keeps."""
+    w, a = problem
+    for e in w.einsum_names:
+        assert frontier(generate_by_prefixes(e, w, a)[0]) == frontier(generate(e, w, a)[0])
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(small_problems(max_levels=3))
+def test_prefix_search_equals_template_enumeration_long(problem):
+    w, a = problem
+    for e in w.einsum_names:
+        assert frontier(generate_by_prefixes(e, w, a)[0]) == frontier(generate(e, w, a)[0])
 
 
 @pytest.mark.slow

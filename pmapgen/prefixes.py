@@ -1,0 +1,457 @@
+"""Exhaustive pmapgen by dynamic programming over prefixes (docs/pmapgen.md, "Pruning
+partial pmappings").
+
+A partial pmapping (its nodes from the root down) is a structural `templates.Prefix` and,
+per tile choice, a row of numbers. Everything its continuations add depends only on:
+
+- its `Prefix` (which moves follow), its fused structure (its compatibility group),
+  its fused depth F once known and the lifetime depth of tensors with nodes to place;
+- the `looptree.model.Above` of its bottom point: extents and temporal products per rank
+  variable, fills of tensors with nodes to place, spatial factors since each tensor's
+  last node, and the spatial product of each fanout level placed;
+- the tiles of its fused loops (the numbers of its compatibility key).
+
+Rows equal in all of these get the same costs added by any continuation, so of them only
+those on the Pareto frontier of what they have accumulated so far (energy, each level's
+port times, reservations by lifetime depth) can end in a pmapgen row: the rest are
+dropped before they multiply. The counts are the steps of `looptree.model` run on columns;
+the rows that survive to the end are rebuilt as templates and evaluated by the model
+itself (`generate.template_rows`).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from arch.model import Arch
+from looptree.model import Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile
+from looptree.nodes import Loop, Storage
+from pmapgen.capacity import capacity_unit, tracked_levels
+from pmapgen.constraints import Constraints
+from pmapgen.pareto import group_labels, pareto_mask
+from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, roots, space
+from workloads.model import Workload
+
+
+@dataclass(frozen=True)
+class Key:
+    """What makes two prefixes' futures (and compatibility groups) structurally equal."""
+    prefix: Prefix
+    fused: tuple  # shared tensors' backing levels, then the loops and backings placed while fused
+    depth_f: int | None  # F, once the last shared on-chip backing is placed
+    lifetimes: tuple  # lifetime depth (capped at F) of each tensor with nodes still to place
+
+    @property
+    def progress(self) -> int:
+        """Grows with every move (`Prefix.progress`)."""
+        return self.prefix.progress
+
+
+@dataclass
+class Record:
+    """The surviving rows of one processed prefix: where each came from (for rebuilding)."""
+    batches: list  # (parent record index, Move) per incoming batch; root: (None, Move)
+    batch: np.ndarray  # per row: its batch
+    parent: np.ndarray  # per row: its row in the parent record
+    tiles: np.ndarray  # per row: the tiles of the move's loops
+
+
+@dataclass
+class _Waiting:
+    """Rows that reached a prefix not processed yet: the moves they came by, and parts of
+    columns (`batch` indexes `batches`, `row` the parent record, `tiles` the move's loops)."""
+    batches: list
+    parts: list
+
+
+MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
+
+
+def _concat(parts: list[dict]) -> dict:
+    width = max(p["tiles"].shape[1] for p in parts)
+    out = {c: np.concatenate([p[c] for p in parts]) for c in parts[0] if c != "tiles"}
+    out["tiles"] = np.concatenate([np.pad(p["tiles"], ((0, 0), (0, width - p["tiles"].shape[1]))) for p in parts])
+    return out
+
+
+@dataclass
+class Stats:
+    prefixes: int = 0  # structural prefixes processed
+    rows: int = 0  # partial rows built
+    kept: int = 0  # rows that survived the merge at their prefix
+    seconds: float = 0.0
+
+
+class _Search:
+    """One Einsum on one compute unit."""
+
+    def __init__(self, einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints):
+        self.w, self.a, self.unit = workload, arch, unit
+        self.e = workload.einsum(einsum)
+        self.sp: Space = space(self.e, workload, unit, arch, constraints)
+        self.allowed = constraints.tiles
+        self.ranks = list(self.sp.relevance)
+        self.path = self.sp.path
+        self.levels = tracked_levels(arch, unit)
+        self.n_res = len(self.e.rank_variables) + 1  # res:<level>:k for k = 0..(most fused loops)
+        self.shared = [t for t in self.e.tensors if workload.is_shared(t)]
+        self.records: list[Record] = []
+        self.incoming: dict[Key, list] = {}
+        self.by_progress: dict[int, list[Key]] = {}
+        self.done: list[tuple[Key, int, dict]] = []
+        self.stats = Stats()
+
+    # ---- columns <-> the model's Above -------------------------------------------------
+    def _above(self, cols: dict, depth: int, lifetimes: dict) -> Above:
+        t = self.e.tensors
+        return Above(extents={r: cols[f"e:{r}"] for r in self.e.rank_variables},
+                     temporal={r: cols[f"t:{r}"] for r in self.e.rank_variables}, time=cols["time"],
+                     fills={x: cols[f"f:{x}"] for x in t}, instances=cols["inst"],
+                     between={x: cols[f"b:{x}"] for x in t}, depth=depth, lifetime=lifetimes)
+
+    @staticmethod
+    def _store(cols: dict, above: Above) -> None:
+        for r, v in above.extents.items():
+            cols[f"e:{r}"] = v
+        for r, v in above.temporal.items():
+            cols[f"t:{r}"] = v
+        for x, v in above.fills.items():
+            cols[f"f:{x}"] = v
+        for x, v in above.between.items():
+            cols[f"b:{x}"] = v
+        cols["time"], cols["inst"] = above.time, above.instances
+
+    # ---- the search ----------------------------------------------------------------------
+    def run(self, deadline: float | None) -> bool:
+        for prefix, move in roots(self.sp, self.w):
+            cols = self._root_columns()
+            backing = {**dict(prefix.inner), **dict(prefix.shared_onchip)}  # root tensors are in DRAM
+            key = Key(prefix, tuple((t, backing[t]) for t in self.shared), None if prefix.shared_onchip else 0, ())
+            lifetimes = {t: 0 for t in self.e.tensors}
+            self.records.append(Record([(None, Move(()))], np.zeros(1, np.int64), np.zeros(1, np.int64),
+                                       np.zeros((1, 0), np.int64)))
+            self._emit_storage(len(self.records) - 1, key, move, cols, lifetimes, root=True)
+        while self.by_progress:
+            if deadline is not None and time.perf_counter() > deadline:
+                return False
+            level = min(self.by_progress)
+            for key in self.by_progress.pop(level):
+                self._process(key)
+        return True
+
+    def _root_columns(self) -> dict:
+        cols: dict = {}
+        self._store(cols, start(self.e, self.w))
+        cols = {k: np.array([v], dtype=np.int64) for k, v in cols.items()}
+        for k, m in enumerate(self.a.path(self.unit)):
+            if m.fanout:
+                cols[f"sp:{k}"] = np.ones(1, np.int64)
+        cols["energy"] = np.zeros(1)
+        for lv in self.path:
+            cols[f"rb:{lv}"] = np.zeros(1)
+            cols[f"wb:{lv}"] = np.zeros(1)
+        for lv in self.levels:
+            cols[f"backing:{lv}"] = np.zeros(1)
+            for k in range(self.n_res):
+                cols[f"res:{lv}:{k}"] = np.zeros(1)
+        return cols
+
+    def _push(self, key: Key, parent: int, move: Move, cols: dict, tiles: np.ndarray) -> None:
+        """Rows reaching `key` by one move; pruned at once, and merged with the rows already
+        waiting there once they are many (memory stays near the frontiers' size)."""
+        n = len(tiles)
+        if not n:
+            return
+        self.stats.rows += n
+        if key not in self.incoming:
+            self.incoming[key] = _Waiting([], [])
+            self.by_progress.setdefault(key.progress, []).append(key)
+        waiting = self.incoming[key]
+        waiting.batches.append((parent, move))
+        cols = {**cols, "batch": np.full(n, len(waiting.batches) - 1, np.int64), "tiles": tiles}
+        waiting.parts.append(self._prune(key, cols))
+        if len(waiting.parts) > 1 and sum(len(p["batch"]) for p in waiting.parts) > MERGE_ROWS:
+            waiting.parts = [self._prune(key, _concat(waiting.parts))]
+
+    def _prune(self, key: Key, cols: dict) -> dict:
+        keep = self._frontier(key, cols)
+        return {c: v[keep] for c, v in cols.items()}
+
+    def _process(self, key: Key) -> None:
+        """Merge the rows that reached `key`, keep the frontier, and extend it by every move."""
+        waiting = self.incoming.pop(key)
+        self.stats.prefixes += 1
+        cols = self._prune(key, _concat(waiting.parts)) if len(waiting.parts) > 1 else waiting.parts[0]
+        n = len(cols["batch"])
+        self.stats.kept += n
+        self.records.append(Record(waiting.batches, cols.pop("batch"), cols["row"], cols.pop("tiles")))
+        rid = len(self.records) - 1
+        cols["row"] = np.arange(n, dtype=np.int64)
+        if key.prefix.done(self.sp):
+            self.done.append((key, rid, self._finish(key, cols)))
+        lifetimes = dict(key.lifetimes)
+        for move, prefix in moves(self.sp, key.prefix):
+            self._extend(rid, key, move, prefix, cols, lifetimes)
+
+    def _state_columns(self, key: Key, cols: dict) -> list[str]:
+        pending = self._open(key.prefix)
+        return ([f"e:{r}" for r in self.e.rank_variables] + [f"t:{r}" for r in self.e.rank_variables]
+                + ["time", "inst"] + [f"f:{t}" for t in sorted(pending)] + [f"b:{t}" for t in self.e.tensors]
+                + sorted(c for c in cols if c.startswith(("sp:", "ft:"))))
+
+    def _criteria(self, cols: dict) -> list[np.ndarray]:
+        out = [cols["energy"]]
+        for lv in self.path:
+            out += [np.broadcast_to(x, len(cols["energy"])) for x in
+                    port_times(self.a.memory(lv), cols[f"rb:{lv}"], cols[f"wb:{lv}"])]
+        out += [cols[f"res:{lv}:{k}"] for lv in self.levels for k in range(self.n_res)]
+        return out
+
+    def _frontier(self, key: Key, cols: dict) -> np.ndarray:
+        groups = group_labels(np.column_stack([cols[c] for c in self._state_columns(key, cols)]))
+        return pareto_mask(np.column_stack(self._criteria(cols)), groups)
+
+    # ---- moves on columns ----------------------------------------------------------------
+    def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:
+        first = move.nodes[0]
+        if isinstance(first, Storage):
+            self._emit_storage(rid, key, move, cols, lifetimes, prefix=prefix)
+            return
+        fused = key.prefix.fused
+        rows = np.arange(len(cols["row"]))
+        bounds: list[np.ndarray] = []
+        for i, loop in enumerate(move.nodes):
+            r = loop.rank_variable
+            extent = cols[f"e:{r}"][rows]
+            for lp, b in zip(move.nodes[:i], bounds):
+                if lp.rank_variable == r:
+                    extent = extent // b
+            pick, b = _divisor_choices(extent, self.allowed.get(r))
+            rows, bounds = rows[pick], [x[pick] for x in bounds] + [b]
+            if loop.spatial is not None:  # the dim's loops so far must fit its size
+                used = math.prod(bb for lp, bb in zip(move.nodes, bounds) if lp.spatial == loop.spatial)
+                ok = used <= self.a.fanout_owner(loop.spatial, self.unit).dim(loop.spatial).size
+                rows, bounds = rows[ok], [x[ok] for x in bounds]
+        above_lifetimes = dict(lifetimes)
+        if not len(rows):
+            return
+        out = {c: v[rows] for c, v in cols.items() if c != "row"}
+        out["row"] = cols["row"][rows]
+        above = self._above(out, key.prefix.depth, above_lifetimes)
+        fused_events = list(key.fused)
+        n_ft = sum(c.startswith("ft:") for c in out)
+        tiles = []
+        for lp, b in zip(move.nodes, bounds):
+            dim = self.a.fanout_owner(lp.spatial, self.unit).dim(lp.spatial) if lp.spatial else None
+            above = after_loop(above, self.e, lp.rank_variable, b, dim)
+            tile = above.extents[lp.rank_variable]
+            tiles.append(tile)
+            if lp.spatial is not None:
+                k = self.a.memory_index[self.a.fanout_owner(lp.spatial, self.unit).name]
+                out[f"sp:{k}"] = out[f"sp:{k}"] * b
+            if fused:
+                out[f"ft:{n_ft}"] = tile
+                n_ft += 1
+                fused_events.append(("loop", lp.rank_variable, lp.spatial))
+        self._store(out, above)
+        pending = self._open(prefix)
+        lt = {t: (min(v, key.depth_f) if key.depth_f is not None else v) for t, v in above.lifetime.items()
+              if t in pending}
+        for t in self.e.tensors:
+            if t not in pending:
+                out[f"f:{t}"] = np.zeros_like(out[f"f:{t}"])
+        self._push(self._key(prefix, fused_events, key.depth_f, lt), rid, move, out,
+                   np.column_stack(tiles).astype(np.int64))
+
+    def _emit_storage(self, rid: int, key: Key, move: Move, cols: dict, lifetimes: dict,
+                      prefix: Prefix | None = None, root: bool = False) -> None:
+        """A storage run: every node's tile, its link to its parent, its reservation."""
+        p = key.prefix
+        prefix = prefix or p
+        out = {c: v for c, v in cols.items()}
+        if "row" not in out:
+            out["row"] = np.zeros(1, np.int64)
+        n = len(out["row"])
+        above = self._above(out, p.depth, {t: lifetimes.get(t, 0) for t in self.e.tensors})
+        inner = dict(p.inner) if not root else {}
+        backing = dict(p.shared_onchip)
+        fused_events = list(key.fused)
+        depth_f = key.depth_f
+        for node in move.nodes:
+            k = self.a.memory_index[node.level]
+            for t in node.tensors:
+                values, fills, distinct = storage_tile(above, self.e, t)
+                bits = self.w.tensors[t].bits
+                if t in inner:
+                    parent_level = self.path[inner[t]]
+                    for kind, lv, amount in link_counts(self.e.is_output(t), node.level, parent_level, values,
+                                                        fills, distinct, above.instances, above.between[t]):
+                        self._access(out, kind, lv, amount * bits)
+                inner[t] = k
+                is_backing = backing.get(t) == k
+                if is_backing:
+                    fused_events.append(("backing", t, k))  # where it sits among the fused loops: its c_T
+                if node.level in self.levels:
+                    unit, _ = capacity_unit(self.a, node.level)
+                    size = values * (1 if unit == "values" else bits) * np.ones(n)
+                    if is_backing:
+                        out[f"backing:{node.level}"] = out[f"backing:{node.level}"] + size
+                    else:
+                        lt = above.lifetime[t] if depth_f is None else min(above.lifetime[t], depth_f)
+                        for j in range(lt, self.n_res):
+                            out[f"res:{node.level}:{j}"] = out[f"res:{node.level}:{j}"] + size
+                above = after_storage(above, t)
+        if depth_f is None and not prefix.fused:
+            depth_f = p.depth
+        self._store(out, above)
+        out = {c: np.broadcast_to(v, n).copy() if np.ndim(v) == 0 or len(v) != n else v for c, v in out.items()}
+        ok = np.ones(n, bool)
+        for lv in self.levels:
+            _, capacity = capacity_unit(self.a, lv)
+            ok &= out[f"res:{lv}:{self.n_res - 1}"] + out[f"backing:{lv}"] <= capacity
+        out = {c: v[ok] for c, v in out.items()}
+        pending = self._open(prefix)
+        for t in self.e.tensors:
+            if t not in pending:
+                out[f"f:{t}"] = np.zeros_like(out[f"f:{t}"])
+        lt = {t: (min(lifetimes.get(t, 0), depth_f) if depth_f is not None else lifetimes.get(t, 0))
+              for t in sorted(pending)}
+        if root:
+            lt = {t: 0 for t in sorted(pending)}
+        self._push(self._key(prefix, fused_events, depth_f, lt), rid, move, out, np.zeros((int(ok.sum()), 0), np.int64))
+
+    def _open(self, prefix: Prefix) -> set[str]:
+        """Tensors that may still get a storage node (their fills and lifetimes matter)."""
+        return {t for t in self.e.tensors if prefix.candidates(self.sp, t)}
+
+    def _key(self, prefix: Prefix, fused_events, depth_f: int | None, lifetimes: dict) -> Key:
+        """The merge key: below the fused region depths past F + 1 and loop counts that
+        cannot bind (a rank's prime factors run out first) change nothing."""
+        loops = tuple(n if self.sp.max_loops[r] < _prime_factors(self.w.rank_sizes[r]) else 0
+                      for r, n in zip(self.sp.relevance, prefix.loops))
+        depth = prefix.depth if depth_f is None else min(prefix.depth, depth_f + 1)
+        return Key(replace(prefix, loops=loops, depth=depth), tuple(fused_events), depth_f,
+                   tuple(sorted(lifetimes.items())))
+
+    def _access(self, out: dict, kind: str, level: str, bits) -> None:
+        m = self.a.memory(level)
+        if kind == "read":
+            out[f"rb:{level}"] = out[f"rb:{level}"] + bits
+            out["energy"] = out["energy"] + bits * m.read_energy
+        else:
+            out[f"wb:{level}"] = out[f"wb:{level}"] + bits
+            out["energy"] = out["energy"] + bits * m.write_energy
+
+    def _finish(self, key: Key, cols: dict) -> dict:
+        """The leaf's accesses, latency, and the final criteria of done rows."""
+        out = dict(cols)
+        n = len(out["row"])
+        above = self._above(out, key.prefix.depth, {})
+        ops = math.prod(self.w.rank_sizes[r] for r in self.e.rank_variables)
+        inner = dict(key.prefix.inner)
+        for t in self.e.tensors:
+            kind, lv, amount = leaf_counts(self.e.is_output(t), self.path[inner[t]], ops, above.between[t])
+            self._access(out, kind, lv, amount * self.w.tensors[t].bits)
+        unit = self.a.compute(self.unit)
+        energy = out["energy"] + ops * unit.energy
+        latency = ops / (above.instances * unit.throughput) / self.a.clock_hz * np.ones(n)
+        for k, lv in enumerate(self.path):
+            used = np.ones(n)
+            for c in out:
+                if c.startswith("sp:") and int(c[3:]) <= k:
+                    used = used * out[c]
+            for x in port_times(self.a.memory(lv), out[f"rb:{lv}"], out[f"wb:{lv}"], used):
+                latency = np.maximum(latency, x)
+        f = key.depth_f or 0
+        final = {"energy": energy, "latency": latency}
+        final.update({f"res:{lv}:{k}": out[f"res:{lv}:{k}"] for lv in self.levels for k in range(f + 1)})
+        final["ft"] = np.column_stack([out[c] for c in sorted((c for c in out if c.startswith("ft:")),
+                                                                key=lambda c: int(c[3:]))] or [np.zeros(n)])
+        return final
+
+    # ---- the end -----------------------------------------------------------------------
+    def survivors(self, objectives) -> list[tuple[Template, np.ndarray]]:
+        """The done rows on their compatibility group's frontier, as (template, tiles)."""
+        if not self.done:
+            return []
+        structure: dict = {}
+        names = lambda final: [c for c in final if c.startswith("res:")] + list(objectives)
+        width = max(len(names(f)) for *_, f in self.done)
+        ft_width = max(f["ft"].shape[1] for *_, f in self.done)
+        crit = np.concatenate([np.pad(np.column_stack([f[c] for c in names(f)]), ((0, 0), (0, width - len(names(f)))))
+                               for *_, f in self.done])
+        ids = np.concatenate([np.full(len(f["energy"]), structure.setdefault((k.fused, k.depth_f), len(structure)))
+                              for k, _, f in self.done])
+        fts = np.concatenate([np.pad(f["ft"], ((0, 0), (0, ft_width - f["ft"].shape[1]))) for *_, f in self.done])
+        # one compatibility group: the same fused structure and F, the same fused tiles
+        keep = pareto_mask(crit, group_labels(np.column_stack([ids, fts])))
+        out, first = [], 0
+        for _, rid, f in self.done:
+            n = len(f["energy"])
+            rows = np.flatnonzero(keep[first:first + n])
+            first += n
+            if len(rows):
+                out += [(_template(self.e.name, self.unit, nodes), tiles) for nodes, tiles, _ in self._trace(rid, rows)]
+        return out
+
+    def _trace(self, rid: int, rows: np.ndarray) -> list[tuple[list, np.ndarray, np.ndarray]]:
+        """(nodes, tiles per row, positions in `rows`) of every path that led to these rows."""
+        rec = self.records[rid]
+        if rec.batches[0][0] is None:
+            return [(list(rec.batches[0][1].nodes), np.zeros((len(rows), 0), np.int64), np.arange(len(rows)))]
+        out = []
+        b = rec.batch[rows]
+        for batch in np.unique(b):
+            sel = np.flatnonzero(b == batch)
+            parent, move = rec.batches[batch]
+            n_loops = sum(isinstance(x, Loop) for x in move.nodes)
+            for nodes, tiles, which in self._trace(parent, rec.parent[rows[sel]]):
+                sub = sel[which]
+                out.append((nodes + list(move.nodes), np.hstack([tiles, rec.tiles[rows[sub], :n_loops]]), sub))
+        return out
+
+
+def _divisor_choices(extent: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarray]:
+    """(row index, bound) for every bound >= 2 dividing each row's extent (with the tile
+    extent / bound in `allowed`, if given)."""
+    uniq, inv = np.unique(extent, return_inverse=True)
+    per = [[b for b in range(2, int(u) + 1) if u % b == 0 and (not allowed or u // b in allowed)] for u in uniq]
+    counts = np.array([len(x) for x in per], dtype=np.int64)
+    flat = np.array([b for x in per for b in x], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    reps = counts[inv.reshape(-1)]
+    rows = np.repeat(np.arange(len(extent)), reps)
+    offset = np.arange(len(rows)) - np.repeat(np.cumsum(reps) - reps, reps)
+    return rows, flat[starts[inv.reshape(-1)][rows] + offset]
+
+
+def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
+                         objectives=("energy", "latency"), time_limit: float | None = None):
+    """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search.
+
+    Stats count structural prefixes processed (as `templates`) and partial rows built (as
+    `tile_shapes`). A time limit that stops the search leaves the table empty and
+    `complete` False: rows exist only once whole pmappings are reached."""
+    from pmapgen.generate import Stats as GenStats, prune, template_rows, to_frame
+    begin = time.perf_counter()
+    deadline = None if time_limit is None else begin + time_limit
+    e = workload.einsum(einsum)
+    rows, complete, n_prefixes, n_rows = [], True, 0, 0
+    for unit in arch.computes_for(e):
+        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints())
+        complete = search.run(deadline) and complete
+        n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
+        if complete:
+            rows += [r for r in (template_rows(t, tiles, workload, arch) for t, tiles in search.survivors(objectives))
+                     if len(r.tiles)]
+    if not rows or not complete:
+        empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
+        return empty, [], GenStats(n_prefixes, n_rows, 0, complete, time.perf_counter() - begin)
+    table = prune(to_frame(rows, workload, arch, list(range(len(rows)))), objectives).reset_index(drop=True)
+    table.insert(0, "einsum", einsum)
+    return table, [r.template for r in rows], GenStats(n_prefixes, n_rows, len(table), True,
+                                                       time.perf_counter() - begin)
