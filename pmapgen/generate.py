@@ -195,12 +195,18 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
             if len(parts) > 1:  # chunks of one template: prune their union (groups are per template)
                 parts = [prune_rows(_concat(parts), objectives)]
             kept += [r for r in parts if len(r.tiles)]
+    return result(einsum, kept, workload, arch, objectives, n_templates, n_shapes, complete, start)
+
+
+def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, objectives, explored: int,
+           evaluated: int, complete: bool, start: float) -> tuple[pd.DataFrame, list[Template], Stats]:
+    """(table, templates, Stats) from the kept rows of every template, pruned per group."""
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
-        return empty, [], Stats(n_templates, n_shapes, 0, complete, time.perf_counter() - start)
+        return empty, [], Stats(explored, evaluated, 0, complete, time.perf_counter() - start)
     table = prune(to_frame(kept, workload, arch, list(range(len(kept)))), objectives).reset_index(drop=True)
     table.insert(0, "einsum", einsum)
-    return table, [r.template for r in kept], Stats(n_templates, n_shapes, len(table), complete,
+    return table, [r.template for r in kept], Stats(explored, evaluated, len(table), complete,
                                                     time.perf_counter() - start)
 
 

@@ -25,7 +25,6 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
-import pandas as pd
 
 from arch.model import Arch
 from looptree.model import Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile
@@ -436,7 +435,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     Stats count structural prefixes processed (as `templates`) and partial rows built (as
     `tile_shapes`). A time limit that stops the search leaves the table empty and
     `complete` False: rows exist only once whole pmappings are reached."""
-    from pmapgen.generate import Stats as GenStats, prune, template_rows, to_frame
+    from pmapgen.generate import result, template_rows
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
@@ -448,10 +447,4 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
         if complete:
             rows += [r for r in (template_rows(t, tiles, workload, arch) for t, tiles in search.survivors(objectives))
                      if len(r.tiles)]
-    if not rows or not complete:
-        empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
-        return empty, [], GenStats(n_prefixes, n_rows, 0, complete, time.perf_counter() - begin)
-    table = prune(to_frame(rows, workload, arch, list(range(len(rows)))), objectives).reset_index(drop=True)
-    table.insert(0, "einsum", einsum)
-    return table, [r.template for r in rows], GenStats(n_prefixes, n_rows, len(table), True,
-                                                       time.perf_counter() - begin)
+    return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin)
