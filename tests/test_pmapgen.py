@@ -98,7 +98,7 @@ def frontier(table):
 
 
 @settings(max_examples=12, **SETTINGS)
-@given(small_problems(max_levels=3))
+@given(small_problems(max_levels=2))  # 3 levels: the slow version below (about 15 s a case here)
 def test_prefix_search_equals_template_enumeration(problem):
     """Pruning partial pmappings loses nothing: per compatibility group, the prefix search
     keeps exactly the frontier that evaluating every template's every tile shape keeps."""
