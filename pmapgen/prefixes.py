@@ -11,12 +11,15 @@ per tile choice, a row of numbers. Everything its continuations add depends only
   last node, and the spatial product of each fanout level placed;
 - the tiles of its fused loops (the numbers of its compatibility key).
 
-Rows equal in all of these get the same costs added by any continuation, so of them only
-those on the Pareto frontier of what they have accumulated so far (energy, each level's
-port times, reservations by lifetime depth) can end in a pmapgen row: the rest are
-dropped before they multiply. The counts are the steps of `looptree.model` run on columns;
-the rows that survive to the end are rebuilt as templates and evaluated by the model
-itself (`generate.template_rows`).
+Rows of one `Key` with equal extents (which tile choices divide) and fused tiles (and,
+when latency is an objective, equal spatial factors) are compared. Every continuation
+adds costs that grow with the temporal iterations above (`time`, fills), with the
+instances (energy) and shrink with the spatial reuse factors and the output's distinct
+tiles; so a row at least as good in those and in what it has accumulated (energy, each
+level's port times if latency counts, reservations by lifetime depth) ends at least as
+good, and the others are dropped before they multiply. The counts are the steps of
+`looptree.model` run on columns; the rows that survive to the end are rebuilt as
+templates and evaluated by the model itself (`generate.template_rows`).
 """
 from __future__ import annotations
 
@@ -88,8 +91,10 @@ class Stats:
 class _Search:
     """One Einsum on one compute unit."""
 
-    def __init__(self, einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints):
+    def __init__(self, einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints,
+                 objectives=("energy", "latency")):
         self.w, self.a, self.unit = workload, arch, unit
+        self.latency = "latency" in objectives  # port times are criteria only if latency is
         self.e = workload.einsum(einsum)
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
         self.allowed = constraints.tiles
@@ -197,22 +202,32 @@ class _Search:
             self._extend(rid, key, move, prefix, cols, lifetimes)
 
     def _state_columns(self, key: Key, cols: dict) -> list[str]:
-        pending = self._open(key.prefix)
-        return ([f"e:{r}" for r in self.e.rank_variables] + [f"t:{r}" for r in self.e.rank_variables]
-                + ["time", "inst"] + [f"f:{t}" for t in sorted(pending)] + [f"b:{t}" for t in self.e.tensors]
-                + sorted(c for c in cols if c.startswith(("sp:", "ft:"))))
+        """What continuations need equal: extents (which tile choices divide), the fused
+        tiles (the compatibility key) and, if latency is a criterion, the spatial factors."""
+        spatial = sorted(c for c in cols if c.startswith("sp:")) + ["inst"] if self.latency else []
+        return ([f"e:{r}" for r in self.e.rank_variables] + spatial
+                + sorted(c for c in cols if c.startswith("ft:")))
 
-    def _criteria(self, cols: dict) -> list[np.ndarray]:
+    def _criteria(self, key: Key, cols: dict) -> list[np.ndarray]:
+        """What a row has accumulated (energy, port times, reservations), and the state every
+        continuation's costs grow with: temporal iterations above (`time`, fills of
+        tensors still to place), instances (energy only: latency keeps them equal), and,
+        negated, spatial reuse factors (`between`) and the output's distinct tiles (its
+        partial sums are fills minus distinct tiles)."""
+        n = len(cols["energy"])
         out = [cols["energy"]]
-        for lv in self.path:
-            out += [np.broadcast_to(x, len(cols["energy"])) for x in
-                    port_times(self.a.memory(lv), cols[f"rb:{lv}"], cols[f"wb:{lv}"])]
+        for lv in self.path if self.latency else ():
+            out += [np.broadcast_to(x, n) for x in port_times(self.a.memory(lv), cols[f"rb:{lv}"], cols[f"wb:{lv}"])]
         out += [cols[f"res:{lv}:{k}"] for lv in self.levels for k in range(self.n_res)]
+        out += [cols["time"]] + [cols[f"f:{t}"] for t in sorted(self._open(key.prefix))]
+        out += [] if self.latency else [cols["inst"]]
+        out += [-cols[f"b:{t}"] for t in self.e.tensors]
+        out += [-math.prod(cols[f"t:{r}"] for r in self.e.use(t).ranks) for t in self.e.tensors if self.e.is_output(t)]
         return out
 
     def _frontier(self, key: Key, cols: dict) -> np.ndarray:
         groups = group_labels(np.column_stack([cols[c] for c in self._state_columns(key, cols)]))
-        return pareto_mask(np.column_stack(self._criteria(cols)), groups)
+        return pareto_mask(np.column_stack(self._criteria(key, cols)), groups)
 
     # ---- moves on columns ----------------------------------------------------------------
     def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:
@@ -441,7 +456,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     e = workload.einsum(einsum)
     rows, complete, n_prefixes, n_rows = [], True, 0, 0
     for unit in arch.computes_for(e):
-        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints())
+        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives)
         complete = search.run(deadline) and complete
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         if complete:
