@@ -25,6 +25,7 @@ so there only legality prunes; the rules marked * apply below it:
 """
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, replace
 from itertools import combinations, product
 from typing import Iterator
@@ -286,6 +287,7 @@ def templates(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
     a done prefix (see the module docstring). Branches whose storage nodes overflow a level
     with every loop tile at 1 end early (loops placed later cannot shrink them)."""
     sp = space(einsum, workload, unit, arch, constraints or Constraints())
+    rng = random.Random(0)  # the same order every run
 
     def fit(nodes) -> bool:
         smallest = [Loop(n.rank_variable, 1, n.spatial) if isinstance(n, Loop) else n for n in nodes]
@@ -294,13 +296,16 @@ def templates(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
     def walk(p: Prefix, nodes: list) -> Iterator[Template]:
         if p.done(sp):
             yield _template(einsum.name, unit, nodes)
-        for move, q in moves(sp, p):
+        options = list(moves(sp, p))
+        rng.shuffle(options)  # a stopped walk has sampled random corners, not the first one
+        for move, q in options:
             if isinstance(move.nodes[0], Storage) and not fit(nodes + list(move.nodes)):
                 continue
             yield from walk(q, nodes + list(move.nodes))
 
-    # round robin over the subtrees below the first few moves, so a time-limited (anytime)
-    # run samples every storage and spatial choice near the root instead of one corner
+    # round robin over the subtrees below the first two moves, each walked in a shuffled
+    # (seeded) order, so a time-limited (anytime) run samples every choice near the root
+    # and random corners below it instead of each subtree's first corner
     frontier = [(p, list(m.nodes)) for p, m in roots(sp, workload)]
     for _ in range(ANYTIME_DEPTH):
         nxt = []
@@ -322,7 +327,7 @@ def templates(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
         streams = alive
 
 
-ANYTIME_DEPTH = 3  # moves expanded breadth-first before the round robin
+ANYTIME_DEPTH = 2  # moves expanded breadth-first before the round robin
 
 
 def _template(einsum: str, unit: str, nodes: list) -> Template:
