@@ -1,7 +1,14 @@
 """pmapgen speed on gpt3 / tpuv4i: per Einsum, templates, tile shapes evaluated, pmappings
 kept, seconds and peak memory, at batch 1 / 2048 tokens and at FFM's batch 64 / 4096.
 
-    python benchmarks/pmapgen_speed.py [--time-limit 60] [--einsums Q QK ...]
+    python benchmarks/pmapgen_speed.py [--time-limit 60] [--einsums Q QK ...] [--shapes 1]
+    python benchmarks/pmapgen_speed.py --prefixes [--budget-factor 1.0] [--objectives energy]
+
+`--prefixes` runs the exact prefix search (`pmapgen.prefixes`) instead of the template
+enumeration: its "templates" column counts structural prefixes processed and "tile
+shapes" the partial rows built. `--budget-factor F` first runs the enumeration (same time
+limit) for the lowest energy E it finds, then the prefix search keeping only pmappings
+within F x E (`pmapgen.bounds`; the table then holds the frontier under that budget).
 
 Each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
@@ -17,6 +24,7 @@ import time
 import arch as arch_specs
 import workloads
 from pmapgen import generate
+from pmapgen.prefixes import generate_by_prefixes
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
           ("batch 64, 4096 tokens (FFM)", {"batch": 64, "seq_len": 4096}))
@@ -30,18 +38,35 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per Einsum (default 60)")
     parser.add_argument("--einsums", nargs="*", help="only these Einsums")
+    parser.add_argument("--shapes", nargs="*", type=int, choices=range(len(SHAPES)), default=range(len(SHAPES)),
+                        help="which shapes: 0 batch 1 / 2048, 1 batch 64 / 4096 (default both)")
+    parser.add_argument("--prefixes", action="store_true", help="run the exact prefix search")
+    parser.add_argument("--budget-factor", type=float, help="with --prefixes: energy budget, times the enumeration's best")
+    parser.add_argument("--objectives", default="energy,latency", help="comma-separated (default energy,latency)")
     args = parser.parse_args()
+    objectives = tuple(args.objectives.split(","))
     a = arch_specs.load("tpuv4i")
-    for label, variables in SHAPES:
+    for label, variables in (SHAPES[k] for k in args.shapes):
         w = workloads.load("gpt3", **variables)
-        print(f"\ngpt3 on tpuv4i, {label}; time limit {args.time_limit:g} s per Einsum")
+        how = "prefix search" if args.prefixes else "template enumeration"
+        print(f"\ngpt3 on tpuv4i, {label}; {how}, objectives {args.objectives}; time limit {args.time_limit:g} s "
+              f"per Einsum")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:
-            _, _, st = generate(e, w, a, time_limit=args.time_limit)
+            budget = note = None
+            if args.prefixes and args.budget_factor is not None:
+                table, _, _ = generate(e, w, a, objectives=objectives, time_limit=args.time_limit)
+                budget = args.budget_factor * float(table["energy"].min())
+                note = f"budget {budget / 1e9:.4g} mJ"
+            if args.prefixes:
+                _, _, st = generate_by_prefixes(e, w, a, objectives=objectives, time_limit=args.time_limit,
+                                                budget=budget)
+            else:
+                _, _, st = generate(e, w, a, objectives=objectives, time_limit=args.time_limit)
             status = "complete" if st.complete else "INCOMPLETE (time limit)"
-            print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{peak_mib():>10.0f}  {status}",
-                  flush=True)
+            print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{peak_mib():>10.0f}  "
+                  f"{status}{'; ' + note if note else ''}", flush=True)
         print(f"total wall {time.perf_counter() - total:.1f} s")
 
 

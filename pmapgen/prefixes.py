@@ -32,6 +32,7 @@ import numpy as np
 from arch.model import Arch
 from looptree.model import Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile
 from looptree.nodes import Loop, Storage
+from pmapgen.bounds import energy_floor, energy_floor_of
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import group_labels, pareto_mask
@@ -71,6 +72,7 @@ class _Waiting:
 
 
 MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
+BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 
 
 def _concat(parts: list[dict]) -> dict:
@@ -92,8 +94,9 @@ class _Search:
     """One Einsum on one compute unit."""
 
     def __init__(self, einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints,
-                 objectives=("energy", "latency")):
+                 objectives=("energy", "latency"), budget: float | None = None):
         self.w, self.a, self.unit = workload, arch, unit
+        self.budget = budget  # drop rows whose every completion exceeds this energy (pmapgen.bounds)
         self.latency = "latency" in objectives  # port times are criteria only if latency is
         self.e = workload.einsum(einsum)
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
@@ -108,6 +111,7 @@ class _Search:
         self.by_progress: dict[int, list[Key]] = {}
         self.done: list[tuple[Key, int, dict]] = []
         self.stats = Stats()
+        self.floor = energy_floor_of(self.e, workload, arch, unit)
 
     # ---- columns <-> the model's Above -------------------------------------------------
     def _above(self, cols: dict, depth: int, lifetimes: dict) -> Above:
@@ -171,6 +175,12 @@ class _Search:
         if not n:
             return
         self.stats.rows += n
+        if self.budget is not None:
+            ok = self._floor(key.prefix, cols) <= self.budget * (1 + BUDGET_RTOL)
+            if not ok.all():
+                cols, tiles, n = {c: v[ok] for c, v in cols.items()}, tiles[ok], int(ok.sum())
+                if not n:
+                    return
         if key not in self.incoming:
             self.incoming[key] = _Waiting([], [])
             self.by_progress.setdefault(key.progress, []).append(key)
@@ -180,6 +190,10 @@ class _Search:
         waiting.parts.append(self._prune(key, cols))
         if len(waiting.parts) > 1 and sum(len(p["batch"]) for p in waiting.parts) > MERGE_ROWS:
             waiting.parts = [self._prune(key, _concat(waiting.parts))]
+
+    def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
+        inner = dict(prefix.inner)
+        return energy_floor(self.floor, cols, inner, {t: prefix.candidates(self.sp, t) for t in inner}, self.path)
 
     def _prune(self, key: Key, cols: dict) -> dict:
         keep = self._frontier(key, cols)
@@ -444,22 +458,33 @@ def _divisor_choices(extent: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarra
 
 
 def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
-                         objectives=("energy", "latency"), time_limit: float | None = None):
+                         objectives=("energy", "latency"), time_limit: float | None = None,
+                         budget: float | None = None):
     """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search.
 
     Stats count structural prefixes processed (as `templates`) and partial rows built (as
     `tile_shapes`). A time limit that stops the search leaves the table empty and
-    `complete` False: rows exist only once whole pmappings are reached."""
+    `complete` False: rows exist only once whole pmappings are reached. `budget` (pJ)
+    keeps only pmappings of at most that energy, and prunes partial ones whose every
+    completion exceeds it (`pmapgen.bounds`): the frontier of those within the budget."""
     from pmapgen.generate import result, template_rows
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
     rows, complete, n_prefixes, n_rows = [], True, 0, 0
     for unit in arch.computes_for(e):
-        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives)
+        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget)
         complete = search.run(deadline) and complete
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         if complete:
-            rows += [r for r in (template_rows(t, tiles, workload, arch) for t, tiles in search.survivors(objectives))
-                     if len(r.tiles)]
+            rows += [r for r in (_within(template_rows(t, tiles, workload, arch), budget)
+                                 for t, tiles in search.survivors(objectives)) if len(r.tiles)]
     return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin)
+
+
+def _within(rows, budget: float | None):
+    """Template rows with at most `budget` energy (a bound only prunes partial pmappings
+    that cannot get under it; some that could may still end above)."""
+    if budget is None:
+        return rows
+    return rows.take(rows.columns["energy"] <= budget * (1 + BUDGET_RTOL))

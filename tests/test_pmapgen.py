@@ -119,6 +119,33 @@ def same_frontiers(w, a, objectives=OBJECTIVES):
             == frontier(generate(e, w, a, objectives=objectives)[0], objectives)
 
 
+def same_frontiers_within_budget(w, a, quantile: float, objectives=OBJECTIVES):
+    """With an energy budget (the lowest energy, or a quantile of the enumeration's), the
+    prefix search keeps exactly the enumeration's frontier among pmappings within it: the
+    energy floor of pmapgen.bounds never cuts a partial pmapping that could get under it."""
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=objectives)[0]
+        if full.empty:
+            continue
+        budget = float(np.quantile(full["energy"], quantile))
+        within = full[full["energy"] <= budget * (1 + 1e-9)]
+        got = generate_by_prefixes(e, w, a, objectives=objectives, budget=budget)[0]
+        assert frontier(got, objectives) == frontier(within, objectives)
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=2), st.sampled_from([0.0, 0.2, 0.6]))
+def test_prefix_search_within_an_energy_budget_keeps_the_frontier_under_it(problem, quantile):
+    same_frontiers_within_budget(*problem, quantile)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(small_problems(max_levels=3), st.sampled_from([0.0, 0.1, 0.3, 0.6]))
+def test_prefix_search_within_an_energy_budget_long(problem, quantile):
+    same_frontiers_within_budget(*problem, quantile, objectives=("energy",))
+
+
 @pytest.mark.slow
 @settings(max_examples=60, **SETTINGS)
 @given(small_problems(max_levels=3))
