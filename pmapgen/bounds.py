@@ -7,8 +7,10 @@ the prefix search may drop a partial pmapping once a lower bound on every comple
 energy exceeds B. The bound is what it has accumulated, plus the compute's energy, plus
 for each tensor the cheaper of:
 
-- no further node: the compute reads (writes) it at its innermost node, at most
-  `spread` times fewer than once per operation (`looptree.model.leaf_counts`);
+- no further node: the compute reads (writes) it at its innermost node, once per
+  operation divided by its spread so far times the most the fanouts that may still get
+  spatial loops can add (`looptree.model.leaf_counts`; a fanout's spatial loops are placed
+  as one group);
 - a further node at a candidate level: its link moves at least this point's tile, once
   per fill, per instance (`looptree.model.link_counts` with this point's values and no
   partial sums). Loops placed below split the tile by at least as much as they add fills
@@ -38,32 +40,36 @@ class EnergyFloor:
     bits: dict  # tensor -> bits per value
     ops: int
     compute_pJ: float  # the compute's energy (every completion pays it)
-    spread: dict  # tensor -> most multicast (inputs) or spatial reduction (output) the path offers
+    spread: dict  # fanout level index -> tensor -> most multicast (inputs) or reduction (output) it offers
     energy: dict  # (kind, level) -> pJ per bit
 
 
 def energy_floor_of(einsum: Einsum, workload: Workload, arch: Arch, unit: str) -> EnergyFloor:
     path = arch.path(unit)
     ops = math.prod(workload.rank_sizes[r] for r in einsum.rank_variables)
-    spread = {t: math.prod(d.size for m in path for d in m.fanout
-                           if (d.reduce if einsum.is_output(t) else d.multicast)) for t in einsum.tensors}
+    spread = {k: {t: math.prod(d.size for d in m.fanout if (d.reduce if einsum.is_output(t) else d.multicast))
+                  for t in einsum.tensors} for k, m in enumerate(path) if m.fanout}
     energy = {(kind, m.name): (m.read_energy if kind == "read" else m.write_energy)
               for m in path for kind in ("read", "write")}
     return EnergyFloor(einsum, {t: workload.tensors[t].bits for t in einsum.tensors}, ops,
                        ops * arch.compute(unit).energy, spread, energy)
 
 
-def energy_floor(f: EnergyFloor, cols: dict, inner: dict, candidates: dict, path: tuple[str, ...]) -> np.ndarray:
+def energy_floor(f: EnergyFloor, cols: dict, inner: dict, candidates: dict, path: tuple[str, ...],
+                 placed: frozenset) -> np.ndarray:
     """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
     completion. `inner`: tensor -> level index of its last node (tensors without a node
-    yet add nothing); `candidates`: tensor -> level indices its next node may use."""
+    yet add nothing); `candidates`: tensor -> level indices its next node may use;
+    `placed`: fanout levels that can get no more spatial loops (their group is placed,
+    or a storage node sits at or below them)."""
     e = f.einsum
+    spread = {t: math.prod(by[t] for k, by in f.spread.items() if k not in placed) for t in e.tensors}
     out = cols["energy"] + f.compute_pJ
     for t, k in inner.items():
         out_t = e.is_output(t)
         pj = lambda counts: sum(amount * f.bits[t] * f.energy[(kind, lv)] for kind, lv, amount in counts)
         between = cols[f"b:{t}"]
-        best = pj([leaf_counts(out_t, path[k], f.ops, between * f.spread[t])])
+        best = pj([leaf_counts(out_t, path[k], f.ops, between * spread[t])])
         if candidates.get(t):
             values = math.prod(cols[f"e:{r}"] for r in e.use(t).ranks)
             fills = cols[f"f:{t}"]

@@ -193,7 +193,8 @@ class _Search:
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
         inner = dict(prefix.inner)
-        return energy_floor(self.floor, cols, inner, {t: prefix.candidates(self.sp, t) for t in inner}, self.path)
+        return energy_floor(self.floor, cols, inner, {t: prefix.candidates(self.sp, t) for t in inner}, self.path,
+                            prefix.groups_placed | {k for k in self.floor.spread if k <= prefix.deepest})
 
     def _prune(self, key: Key, cols: dict) -> dict:
         keep = self._frontier(key, cols)
