@@ -57,8 +57,9 @@ def main() -> None:
             budget = note = None
             if args.prefixes and args.budget_factor is not None:
                 table, _, _ = generate(e, w, a, objectives=objectives, time_limit=args.time_limit)
-                budget = args.budget_factor * float(table["energy"].min())
-                note = f"budget {budget / 1e9:.4g} mJ"
+                if len(table):  # (nothing found: no budget)
+                    budget = args.budget_factor * float(table["energy"].min())
+                    note = f"budget {budget / 1e9:.4g} mJ"
             if args.prefixes:
                 _, _, st = generate_by_prefixes(e, w, a, objectives=objectives, time_limit=args.time_limit,
                                                 budget=budget)
