@@ -77,3 +77,13 @@ class NoValidMapping(SpecError):
         if not parts:
             parts.append("no level has a finite capacity: the mapspace itself is empty")
         super().__init__(f"{workload} on {arch.name}", None, "no valid mapping: " + "; or ".join(parts))
+
+
+class NothingFoundInTime(SpecError):
+    """pmapgen was cut short by its time limit before any valid mapping turned up: whether
+    one exists is not known (so no capacity advice)."""
+
+    def __init__(self, workload: str, arch: Arch, time_limit: float):
+        super().__init__(f"{workload} on {arch.name}", "time limit",
+                         f"no valid mapping found with pmapgen cut short at {time_limit:g} s per Einsum; "
+                         f"allow more time (0: no limit, exhaustive)")

@@ -12,7 +12,7 @@ import sys
 import types
 from pathlib import Path
 
-from ffm.capacity import NoValidMapping
+from ffm.capacity import NoValidMapping, NothingFoundInTime
 from ffm.mapper import map as map_workload
 from ffm.report import result_text
 from looptree.mapping_io import save_json
@@ -22,6 +22,7 @@ from workloads import parse_overrides
 
 
 DEFAULT_TIME_LIMIT = 60.0
+DEFAULT_PROOF_TIME = 30.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -29,6 +30,17 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _seconds(text: str) -> float:
+    """argparse type: a number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,9 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--mapspace", default="ffm", help="ffm (default: the full mapspace)")
     p.add_argument("--out", help="write the mapping export (JSON, DESIGN §8) here")
     p.add_argument("--force", action="store_true", help="let --out overwrite an existing file")
-    p.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
+    p.add_argument("--time-limit", type=_seconds, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
                    help=f"pmapgen seconds per Einsum before it stops early and the result is flagged as not "
                         f"provably optimal (default {DEFAULT_TIME_LIMIT:g}; 0: no limit, exhaustive)")
+    p.add_argument("--proof-time", type=_seconds, default=DEFAULT_PROOF_TIME, metavar="SECONDS",
+                   help=f"energy objective, when pmapgen was cut short: seconds per Einsum and step for the energy "
+                        f"proof that would make the result provably optimal (default {DEFAULT_PROOF_TIME:g}; "
+                        f"0: no proof)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -64,12 +80,13 @@ def main(argv: list[str] | None = None) -> int:
             _check_out(Path(args.out), args.force)
         result = map_workload(args.workload, args.arch, objective=args.objective, mapspace=args.mapspace,
                               variables=variables, progress=not args.no_progress,
-                              time_limit=args.time_limit or None)
+                              time_limit=args.time_limit or None, prove=args.proof_time > 0,
+                              proof_time_limit=args.proof_time)
         if args.out:  # before printing: a closed pipe (| head) must not lose the export
             save_json(result.export(), args.out, force=args.force)
         print(result_text(result) + (f"\n\nWrote {args.out}" if args.out else ""))
 
-    return run(body, statuses=((NoValidMapping, 1),))
+    return run(body, statuses=((NoValidMapping, 1), (NothingFoundInTime, 1)))
 
 
 class _CallableModule(types.ModuleType):

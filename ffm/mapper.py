@@ -14,7 +14,8 @@ from tqdm import tqdm
 import arch as arch_specs
 import workloads
 from arch.model import Arch
-from ffm.capacity import NoValidMapping, needed_capacities
+from ffm.budgets import Proof, prove_energy
+from ffm.capacity import NoValidMapping, NothingFoundInTime, needed_capacities
 from ffm.join import join
 from ffm.search import OBJECTIVES, criteria, search
 from looptree.evaluation import Evaluation, evaluate
@@ -38,11 +39,18 @@ class MapStats:
     pmapgen: dict[str, Stats]
     join_steps: tuple[tuple[str, int], ...]
     seconds: dict[str, float]
+    proof: Proof | None = None  # the energy proof, when pmapgen was cut short (ffm.budgets)
+
+    @property
+    def exhaustive(self) -> bool:
+        """Whether every Einsum's pmapgen ran to the end (no time limit hit)."""
+        return all(s.complete for s in self.pmapgen.values())
 
     @property
     def complete(self) -> bool:
-        """False if a pmapgen time limit cut an enumeration short (then not provably optimal)."""
-        return all(s.complete for s in self.pmapgen.values())
+        """Whether the result is provably optimal: pmapgen was exhaustive, or it was cut short
+        and the energy proof completed (its tables gave the result)."""
+        return self.exhaustive or (self.proof is not None and self.proof.proven)
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,15 +124,20 @@ def _ref(given, loaded) -> str:
 
 def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variables: dict | None = None,
         progress: bool = True, constraints: dict[str, Constraints] | None = None,
-        workers: int | None = None, time_limit: float | None = None) -> MapResult:
+        workers: int | None = None, time_limit: float | None = None, prove: bool = True,
+        proof_time_limit: float | None = None) -> MapResult:
     """The optimal fused mapping(s) of `workload` on `arch` for `objective` (energy, latency,
     edp, or pareto: the energy-latency frontier).
 
     `workload`/`arch` may be shipped names, paths, dicts or loaded objects; `variables`
     override the workload's variables. `time_limit` (seconds per Einsum) cuts pmapgen short
     where it would take longer; the result is then the best found, not provably optimal, and
-    `result.stats.complete` is False (None: exhaustive). Raises SpecError for bad input and NoValidMapping
-    (naming the capacity each finite level would need) when nothing fits.
+    `result.stats.complete` is False (None: exhaustive). For the energy objective, a result
+    found that way is then proven optimal where energy budgets allow (`prove`, `ffm.budgets`:
+    budgeted prefix searches of `proof_time_limit` seconds per Einsum and step, default
+    `time_limit`); `result.stats.proof` says how far that got. Raises SpecError for bad input
+    and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
+    NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
     """
     _check_choice(objective, OBJECTIVES, "objective")
     _check_choice(mapspace, MAPSPACES, "mapspace")
@@ -135,29 +148,30 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     seconds = {}
 
     start = time.perf_counter()
-    results = generate_all(w, a, constraints, objectives=criteria(objective), workers=workers, progress=progress,
-                           time_limit=time_limit)
-    tables = {e: table for e, (table, _, _) in results.items()}
+    generated = generate_all(w, a, constraints, objectives=criteria(objective), workers=workers, progress=progress,
+                             time_limit=time_limit)
+    tables = {e: table for e, (table, _, _) in generated.items()}
+    results = generated  # what the chosen rows index: these tables, or the proof's
     seconds["pmapgen"] = time.perf_counter() - start
 
     start = time.perf_counter()
     order = tuple(w.einsum_names)
-    bar = tqdm(total=len(order), desc="join", unit="einsum", disable=not progress)
-    passes = [0]
-
-    def step(einsum: str, kept: int) -> None:
-        if einsum == order[0]:  # the search may run several passes (ε-pruned, then clean)
-            passes[0] += 1
-            if passes[0] > 1:
-                bar.reset()
-                bar.set_description(f"join pass {passes[0]}")
-        bar.set_postfix_str(f"{einsum}: {kept} kept")
-        bar.update()
-
-    found = search(tables, w, a, objective, on_step=step)
-    bar.close()
+    found = _search(tables, w, a, objective, progress, "join")
     seconds["join"] = time.perf_counter() - start
 
+    proof = None
+    exhaustive = all(s.complete for _, _, s in generated.values())
+    if prove and objective == "energy" and not exhaustive and not found.best.empty:
+        start = time.perf_counter()
+        proven, proof = prove_energy(w, a, found.best.iloc[0], tables, constraints,
+                                     time_limit if proof_time_limit is None else proof_time_limit, workers, progress)
+        if proven is not None:
+            found = _search({e: t for e, (t, _, _) in proven.items()}, w, a, objective, progress, "join (proof)")
+            results = proven
+        seconds["proof"] = time.perf_counter() - start
+
+    if found.best.empty and not exhaustive:
+        raise NothingFoundInTime(w.name, a, time_limit)
     if found.best.empty:
         def full_mappings(loose: Arch) -> pd.DataFrame:
             res = generate_all(w, loose, constraints, objectives=criteria(objective), workers=workers, progress=False,
@@ -169,8 +183,29 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     evaluations = tuple(evaluate(_rebuild(row, results, order), w, a) for _, row in found.best.iterrows())
     seconds["evaluation"] = time.perf_counter() - start
 
-    stats = MapStats({e: s for e, (_, _, s) in results.items()}, tuple(found.steps), seconds)
+    pmapgen_stats = {e: s for e, (_, _, s) in generated.items()}
+    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof)
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
+
+
+def _search(tables: dict[str, pd.DataFrame], w: Workload, a: Arch, objective: str, progress: bool, desc: str):
+    """`ffm.search.search` with a progress bar over join steps (reset for every pass)."""
+    order = tuple(w.einsum_names)
+    bar = tqdm(total=len(order), desc=desc, unit="einsum", disable=not progress)
+    passes = [0]
+
+    def step(einsum: str, kept: int) -> None:
+        if einsum == order[0]:  # the search may run several passes (ε-pruned, then clean)
+            passes[0] += 1
+            if passes[0] > 1:
+                bar.reset()
+                bar.set_description(f"{desc} pass {passes[0]}")
+        bar.set_postfix_str(f"{einsum}: {kept} kept")
+        bar.update()
+
+    found = search(tables, w, a, objective, on_step=step)
+    bar.close()
+    return found
 
 
 def _rebuild(row: pd.Series, results: dict, order: tuple[str, ...]) -> Mapping:

@@ -3,6 +3,7 @@ what stays on chip, per-Einsum and per-level/tensor energy, peak usage, the Loop
 pareto frontier when asked for, and what the mapper did."""
 from __future__ import annotations
 
+from ffm.budgets import Proof
 from ffm.mapper import MapResult, MapStats
 from looptree.render import edp_text, energy_text, report_text, time_text
 
@@ -28,13 +29,34 @@ def statistics_text(stats: MapStats) -> str:
     kept_after = dict(stats.join_steps)
     for e, s in stats.pmapgen.items():
         joined = f"{kept_after[e]:,}" if e in kept_after else "-"
-        note = "" if s.complete else "  (time limit: not exhaustive)"
+        note = "" if s.complete else "  (time limit: not exhaustive)"  # the proof may still complete
         lines.append(f"  {e:<14}{s.templates:>11,}{s.tile_shapes:>13,}{s.kept:>16,}{s.seconds:>9.2f}"
                      f"{joined:>17}{note}")
     lines.append("  time: " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in stats.seconds.items()))
+    if stats.proof is not None:
+        lines += proof_lines(stats.proof)
     if not stats.complete:
         lines.append("  WARNING: pmapgen was cut short; the result is the best found, not provably optimal")
     return "\n".join(lines)
+
+
+def proof_lines(proof: Proof) -> list[str]:
+    """What the energy proof (ffm.budgets) established, per Einsum."""
+    if proof.proven:
+        head = (f"  Energy proof: complete. No mapping beats the result: every pmapping within its Einsum's budget "
+                f"(the best found, {energy_text(proof.bound)}, minus the other Einsums' minima) was searched.")
+    else:
+        head = (f"  Energy proof: incomplete (time limit) for {', '.join(proof.incomplete)}; "
+                f"started from the best found, {energy_text(proof.bound)}.")
+    lines = [head, f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}{'prefixes':>11}{'partial rows':>14}"
+                   f"{'kept':>9}{'seconds':>9}"]
+    for e, s in proof.stats.items():
+        low = energy_text(proof.minima[e]) if e in proof.minima else "-"
+        budget = energy_text(proof.budgets[e]) if e in proof.budgets else "-"
+        note = "" if s.complete else "  (time limit)"
+        lines.append(f"    {e:<14}{low:>12}{budget:>12}{s.templates:>11,}{s.tile_shapes:>14,}{s.kept:>9,}"
+                     f"{s.seconds:>9.2f}{note}")
+    return lines
 
 
 def result_text(result: MapResult) -> str:

@@ -3,8 +3,9 @@ bar; Einsums identical up to names (same shapes, roles, bits and sharing, same
 constraints) are generated once and the result renamed."""
 from __future__ import annotations
 
+import math
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import replace
 
 import pandas as pd
@@ -14,6 +15,7 @@ from arch.model import Arch
 from looptree.nodes import Loop, Storage
 from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, Stats, generate
+from pmapgen.prefixes import generate_by_prefixes
 from pmapgen.templates import Template
 from workloads.model import Workload
 
@@ -54,43 +56,70 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
 
 
 def _job(args):
-    einsum, workload, arch, constraints, objectives, time_limit = args
-    return einsum, generate(einsum, workload, arch, constraints, objectives, time_limit)
+    einsum, workload, arch, constraints, objectives, time_limit, budget = args
+    if budget is None:
+        return einsum, generate(einsum, workload, arch, constraints, objectives, time_limit)
+    return einsum, generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget)
 
 
 def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None = None,
                  objectives=OBJECTIVES, workers: int | None = None, progress: bool = True,
-                 time_limit: float | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+                 time_limit: float | None = None, budgets: dict[str, float] | None = None,
+                 stop_when_incomplete: bool = False, desc: str = "pmapgen"
+                 ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
     `time_limit` (seconds per Einsum) makes an Einsum's enumeration stop early; its
     `Stats.complete` is then False and its table is not exhaustive (see `generate`).
+    `budgets` ({einsum: pJ}) switches those Einsums to the prefix search keeping only the
+    frontier of pmappings within that energy (`generate_by_prefixes`); Einsums generated
+    once for several names get the largest of their budgets. `stop_when_incomplete` skips
+    the Einsums not started once one is incomplete and leaves them out of the result (for
+    callers that need every Einsum complete); jobs then run largest Einsum first.
     """
     constraints = constraints or {}
+    budgets = budgets or {}
     representative: dict[tuple, str] = {}
     same_as: dict[str, str] = {}
     for e in workload.einsum_names:
         sig = signature(e, workload, constraints.get(e))
         same_as[e] = representative.setdefault(sig, e)
     unique = [e for e in workload.einsum_names if same_as[e] == e]
-    jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit) for e in unique]
+    if stop_when_incomplete:
+        unique.sort(key=lambda e: -math.prod(workload.rank_sizes[r] for r in workload.einsum(e).rank_variables))
+    budget = {rep: max((budgets[e] for e in workload.einsum_names if same_as[e] == rep and e in budgets),
+                       default=None) for rep in unique}
+    jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e]) for e in unique]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     results = {}
-    bar = tqdm(total=len(jobs), desc="pmapgen", unit="einsum", disable=not progress)
+    bar = tqdm(total=len(jobs), desc=desc, unit="einsum", disable=not progress)
     if workers <= 1:
         for job in jobs:
             e, res = _job(job)
             results[e] = res
             bar.update()
+            if stop_when_incomplete and not res[2].complete:
+                break
     else:
         with ProcessPoolExecutor(workers) as pool:
-            for e, res in pool.map(_job, jobs):
-                results[e] = res
-                bar.update()
+            queue = list(jobs)  # submitted `workers` at a time, so that a stop leaves nothing queued
+            running = {pool.submit(_job, queue.pop(0)) for _ in range(min(workers, len(queue)))}
+            while running:
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    e, res = future.result()
+                    results[e] = res
+                    bar.update()
+                    if stop_when_incomplete and not res[2].complete:
+                        queue.clear()
+                while queue and len(running) < workers:
+                    running.add(pool.submit(_job, queue.pop(0)))
     bar.close()
     out = {}
     for e in workload.einsum_names:
         rep = same_as[e]
+        if rep not in results:
+            continue
         table, templates, stats = results[rep]
         out[e] = (table, templates, stats) if rep == e else (*rename(table, templates, rep, e, workload), stats)
     return out

@@ -144,10 +144,9 @@ class _Search:
                                        np.zeros((1, 0), np.int64)))
             self._emit_storage(len(self.records) - 1, key, move, cols, lifetimes, root=True)
         while self.by_progress:
-            if deadline is not None and time.perf_counter() > deadline:
-                return False
-            level = min(self.by_progress)
-            for key in self.by_progress.pop(level):
+            for key in self.by_progress.pop(min(self.by_progress)):
+                if deadline is not None and time.perf_counter() > deadline:
+                    return False
                 self._process(key)
         return True
 

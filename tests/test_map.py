@@ -124,6 +124,8 @@ def test_cli_report_and_out_overwrite_rules(specs, tmp_path, capsys):
      "objective: speed: expected one of energy, latency, edp, pareto"),
     (["--workload", "matmul_chain", "--arch", "simple", "--mapspace", "flat"], "mapspace: flat: not yet available"),
     (["--arch", "simple"], "the following arguments are required: --workload"),
+    (["--workload", "matmul_chain", "--arch", "simple", "--proof-time", "-1"],
+     "argument --proof-time: expected a number of seconds >= 0, got '-1'"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(extra, message):
     run = subprocess.run([sys.executable, "-m", "ffm.map", "--no-progress", *extra], capture_output=True, text=True)
@@ -208,3 +210,32 @@ def test_report_title_says_optimal_only_when_pmapgen_was_exhaustive(results):
     text = result_text(replace(r, stats=cut))
     assert "mm2 on fan2: best found (not provably optimal) for energy (mapspace ffm)" in text
     assert "optimal for energy" not in text.replace("not provably optimal) for energy", "")
+
+
+def test_energy_proof_makes_a_time_limited_result_optimal():
+    """A time limit cuts pmapgen short; the energy proof (ffm.budgets) then makes the result
+    the exhaustive run's optimum, and the report says so. (On a machine fast enough for
+    the limit, pmapgen is exhaustive and there is nothing to prove.)"""
+    import math
+
+    from ffm.report import result_text
+    variables = {"length": 2, "M": 64, "big": 128, "small": 32}
+    exact = ffm.map("matmul_chain", "simple", variables=variables, progress=False, workers=1)
+    assert exact.stats.exhaustive and exact.stats.proof is None
+    r = ffm.map("matmul_chain", "simple", variables=variables, progress=False, workers=1, time_limit=0.05,
+                proof_time_limit=math.inf)
+    assert r.stats.complete
+    assert np.isclose(r.evaluation.energy_pJ, exact.evaluation.energy_pJ, rtol=1e-9)
+    if not r.stats.exhaustive:
+        proof = r.stats.proof
+        assert proof.proven and proof.bound >= r.evaluation.energy_pJ * (1 - 1e-9)
+        text = result_text(r)
+        assert "optimal for energy" in text and "Energy proof: complete" in text and "WARNING" not in text
+
+
+def test_time_limit_that_finds_nothing_is_one_line_exit_1():
+    run = subprocess.run([sys.executable, "-m", "ffm.map", "--workload", "matmul_chain", "--arch", "simple",
+                          "--time-limit", "1e-9", "--no-progress"], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert run.stderr.strip() == ("error: matmul_chain on simple: time limit: no valid mapping found with pmapgen "
+                                  "cut short at 1e-09 s per Einsum; allow more time (0: no limit, exhaustive)")

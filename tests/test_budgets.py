@@ -1,0 +1,73 @@
+"""The energy proof (`ffm.budgets`): started from any valid mapping, the budgeted prefix
+searches find each Einsum's exact minimum energy, and the join over their tables returns
+the exhaustive optimum of tests/test_search.py's brute force (every legal pmapping of every
+Einsum, every compatible combination, judged by `looptree.evaluate`)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ffm.budgets import einsum_budgets, pmapping_energies, prove_energy
+from ffm.join import join
+from ffm.search import search
+from pmapgen import generate
+from tests.test_search import RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, problems, report  # noqa: F401
+
+
+def check_proof(workload, arch, pick: int, max_combinations: int) -> None:
+    """The proof started from a valid mapping joined from a random part of the pmappings."""
+    try:
+        truth = BruteForce(workload, arch, max_combinations).best("energy", max_evaluations=3_000)
+    except TooBig as too_big:
+        _bump(f"skipped (too many {too_big.args[0]})")
+        return
+    if math.isinf(truth):
+        _bump("no valid mapping")
+        return
+    order = tuple(workload.einsum_names)
+    tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in order}
+    # a valid mapping to start from: one of those joined from a random part of each table
+    rng = np.random.default_rng(pick)
+    some = {e: t[rng.random(len(t)) < 0.3] for e, t in tables.items()}
+    full = join(some, workload, arch, ("energy",))
+    if full.empty:
+        full = join(tables, workload, arch, ("energy",))
+    start = full.iloc[pick % len(full)]
+    _bump("checked")
+    _bump("started above the optimum", int(start["energy"] > truth * (1 + RTOL)))
+
+    results, proof = prove_energy(workload, arch, start, tables, workers=1, progress=False)
+    assert proof.proven and results is not None
+    own = pmapping_energies(start, tables, order)
+    for e in order:  # the minima are exact: the enumeration's lowest energy, whatever the start
+        assert np.isclose(proof.minima[e], tables[e]["energy"].min(), rtol=RTOL), e
+        assert proof.budgets[e] >= own[e] * (1 - RTOL), e
+        assert (results[e][0]["energy"] <= proof.budgets[e] * (1 + RTOL)).all(), e
+    found = search({e: r[0] for e, r in results.items()}, workload, arch, "energy")
+    ev = chosen(found, {e: r[0] for e, r in results.items()}, {e: r[1] for e, r in results.items()},
+                workload, arch)
+    assert np.isclose(ev.energy_pJ, truth, rtol=RTOL), (ev.energy_pJ, truth)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_proof_from_any_valid_mapping_finds_the_exhaustive_optimum(problem, pick):
+    check_proof(*problem, pick=pick, max_combinations=3_000_000)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
+def test_proof_from_any_valid_mapping_finds_the_exhaustive_optimum_long(problem, pick):
+    check_proof(*problem, pick=pick, max_combinations=10_000_000)
+
+
+def test_budgets_add_the_slack_to_each_minimum():
+    """U = 10 with minima 2 and 5: each Einsum may spend its minimum plus the 3 the others
+    leave unused, and a mapping spending more on one must spend less than the minimum on
+    another."""
+    assert einsum_budgets(10.0, {"A": 2.0, "B": 5.0}) == {"A": 5.0, "B": 8.0}
