@@ -41,21 +41,25 @@ def statistics_text(stats: MapStats) -> str:
 
 
 def proof_lines(proof: Proof) -> list[str]:
-    """What the energy proof (ffm.budgets) established, per Einsum."""
+    """What the energy proof (ffm.budgets) established: per Einsum its minimum, its budget
+    and, per step run, the partial pmappings the budgeted search built and its seconds."""
     if proof.proven:
-        head = (f"  Energy proof: complete. No mapping beats the result: every pmapping within its Einsum's budget "
-                f"(the best found, {energy_text(proof.bound)}, minus the other Einsums' minima) was searched.")
+        head = (f"  Energy proof: complete. Every pmapping within its Einsum's budget (the best mapping found, "
+                f"{energy_text(proof.bound)}, minus the other Einsums' minima) was searched: no mapping is better.")
     else:
         head = (f"  Energy proof: incomplete (time limit) for {', '.join(proof.incomplete)}; "
-                f"started from the best found, {energy_text(proof.bound)}.")
-    lines = [head, f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}{'prefixes':>11}{'partial rows':>14}"
-                   f"{'kept':>9}{'seconds':>9}"]
-    for e, s in proof.stats.items():
+                f"started from the best mapping found, {energy_text(proof.bound)}.")
+    lines = [head, f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}"
+                   + "".join(f"{name + ': rows':>22}{'s':>8}" for name, _ in proof.steps)]
+    for e in dict.fromkeys(e for _, stats in proof.steps for e in stats):
         low = energy_text(proof.minima[e]) if e in proof.minima else "-"
         budget = energy_text(proof.budgets[e]) if e in proof.budgets else "-"
-        note = "" if s.complete else "  (time limit)"
-        lines.append(f"    {e:<14}{low:>12}{budget:>12}{s.templates:>11,}{s.tile_shapes:>14,}{s.kept:>9,}"
-                     f"{s.seconds:>9.2f}{note}")
+        line = f"    {e:<14}{low:>12}{budget:>12}"
+        for _, stats in proof.steps:
+            st = stats.get(e)
+            line += (f"{st.tile_shapes:>22,}{st.seconds:>8.2f}" + ("" if st.complete else " (time limit)")
+                     if st else f"{'-':>22}{'-':>8}")
+        lines.append(line)
     return lines
 
 

@@ -1,0 +1,57 @@
+"""The energy proof (ffm.budgets) against exhaustive pmapgen, on one workload and arch.
+
+    python benchmarks/proof.py [--workload matmul_chain] [--arch simple]
+        [--set length=2 M=512 big=1024 small=256] [--time-limit 0.2] [--proof-time 600] [--exhaustive]
+
+Runs `ffm.map` for energy with pmapgen cut short at `--time-limit` seconds per Einsum and
+the proof after it, and prints the best mapping found before the proof, the proof's steps
+(seconds, partial pmappings built) and the result; with `--exhaustive`, also the run
+without a time limit, to compare times and check the two optima are equal.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import ffm
+from workloads import parse_overrides
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", default="matmul_chain")
+    parser.add_argument("--arch", default="simple")
+    parser.add_argument("--set", nargs="*", default=["length=2", "M=512", "big=1024", "small=256"])
+    parser.add_argument("--time-limit", type=float, default=0.2, help="pmapgen seconds per Einsum before the proof")
+    parser.add_argument("--proof-time", type=float, default=600.0, help="proof seconds per Einsum and step")
+    parser.add_argument("--exhaustive", action="store_true", help="also run without a time limit")
+    parser.add_argument("--workers", type=int, default=None)
+    args = parser.parse_args()
+    variables = parse_overrides(args.set)
+    print(f"{args.workload} on {args.arch}, {' '.join(args.set)}")
+
+    start = time.perf_counter()
+    r = ffm.map(args.workload, args.arch, variables=variables, progress=False, time_limit=args.time_limit,
+                proof_time_limit=args.proof_time, workers=args.workers)
+    wall = time.perf_counter() - start
+    s, proof = r.stats, r.stats.proof
+    print(f"time-limited + proof: {wall:.1f} s (pmapgen {s.seconds['pmapgen']:.1f} s, "
+          f"proof {s.seconds.get('proof', 0):.1f} s), energy {r.evaluation.energy_pJ:.6g} pJ, "
+          f"{'exhaustive' if s.exhaustive else 'proven' if s.complete else 'NOT proven'}")
+    if proof is not None:
+        print(f"  best found before the proof (or after its minima step) {proof.bound:.6g} pJ")
+        for name, stats in proof.steps:
+            rows = sum(st.tile_shapes for st in stats.values())
+            secs = sum(st.seconds for st in stats.values())
+            done = all(st.complete for st in stats.values())
+            print(f"  step {name}: {len(stats)} Einsums, {rows:,} partial rows, {secs:.1f} s of search, "
+                  f"{'complete' if done else 'INCOMPLETE'}")
+    if args.exhaustive:
+        start = time.perf_counter()
+        x = ffm.map(args.workload, args.arch, variables=variables, progress=False, workers=args.workers)
+        print(f"exhaustive: {time.perf_counter() - start:.1f} s, energy {x.evaluation.energy_pJ:.6g} pJ, "
+              f"equal: {abs(x.evaluation.energy_pJ - r.evaluation.energy_pJ) <= 1e-9 * x.evaluation.energy_pJ}")
+
+
+if __name__ == "__main__":
+    main()
