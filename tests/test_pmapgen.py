@@ -160,15 +160,39 @@ def test_pmapgen_dominates_brute_force_long(problem):
     check(*problem, max_loops=2)  # 3 loops on 3 levels: the oracle runs for many minutes per case
 
 
-def test_generate_all_reuses_identical_einsums_and_matches_direct_generation():
-    """K and V projections are identical up to names: generated once, renamed, and equal to
-    generating the second directly (run in two worker processes)."""
+def kv_projections():
+    """K and V projections, identical up to names, each read by a copy."""
     w = workloads.load({"name": "kv", "rank_sizes": {"m": 4, "d": 2, "e": 2, "f": 2},
                         "einsums": ["K[m,e] = I[m,d] * WK[d,e]", "V[m,f] = I[m,d] * WV[d,f]",
                                     "S[m,e] = K[m,e]", "T[m,f] = V[m,f]"]})
     a = arch_specs.load({"name": "a", "clock": "1 GHz", "levels": [
         {"memory": "DRAM", "capacity": "inf", "read_energy": "1 pJ/bit"},
         {"memory": "GLB", "capacity": "16 B", "read_energy": "0.1 pJ/bit"}, {"compute": "MAC", "energy": "1 pJ"}]})
+    return w, a
+
+
+def test_generate_all_with_budgets_and_stop_when_incomplete():
+    """Budgets switch to the prefix search within them (identical Einsums get the larger
+    budget of the two); `stop_when_incomplete` returns only what ran once one Einsum hits
+    its time limit."""
+    from pmapgen import generate_all
+    w, a = kv_projections()
+    full = {e: generate(e, w, a)[0] for e in w.einsum_names}
+    budgets = {e: float(np.quantile(full[e]["energy"], 0.3)) for e in w.einsum_names}
+    budgets["K"] = float(np.quantile(full["K"]["energy"], 0.6))
+    results = generate_all(w, a, workers=2, progress=False, budgets=budgets)
+    for e, group in (("K", "KV"), ("V", "KV"), ("S", "ST"), ("T", "ST")):
+        budget = max(budgets[x] for x in group)
+        within = full[e][full[e]["energy"] <= budget * (1 + 1e-9)]
+        assert results[e][2].complete and frontier(results[e][0], OBJECTIVES) == frontier(within, OBJECTIVES), e
+    cut = generate_all(w, a, workers=1, progress=False, budgets=budgets, time_limit=0.0, stop_when_incomplete=True)
+    assert 0 < len(cut) < 4 and not any(s.complete for _, _, s in cut.values())
+
+
+def test_generate_all_reuses_identical_einsums_and_matches_direct_generation():
+    """K and V projections are identical up to names: generated once, renamed, and equal to
+    generating the second directly (run in two worker processes)."""
+    w, a = kv_projections()
     from pmapgen import generate_all
     from pmapgen.all_einsums import signature
     assert signature("K", w, None) == signature("V", w, None)
