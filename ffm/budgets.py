@@ -51,6 +51,13 @@ class Proof:
     def proven(self) -> bool:
         return bool(self.budgets) and not self.incomplete
 
+    @property
+    def timed_out(self) -> tuple[str, ...]:
+        """The Einsums whose budgeted search hit the time limit (the rest of `incomplete`
+        did not start)."""
+        last = self.steps[-1][1] if self.steps else {}
+        return tuple(e for e in self.incomplete if e in last and not last[e].complete)
+
 
 def einsum_budgets(bound: float, minima: dict[str, float]) -> dict[str, float]:
     """Per Einsum, the most energy its pmapping can have in a mapping of energy <= `bound`."""

@@ -47,8 +47,10 @@ def proof_lines(proof: Proof) -> list[str]:
         head = (f"  Energy proof: complete. Every pmapping within its Einsum's budget (the best mapping found, "
                 f"{energy_text(proof.bound)}, minus the other Einsums' minima) was searched: no mapping is better.")
     else:
-        head = (f"  Energy proof: incomplete (time limit) for {', '.join(proof.incomplete)}; "
-                f"started from the best mapping found, {energy_text(proof.bound)}.")
+        skipped = [e for e in proof.incomplete if e not in proof.timed_out]
+        head = (f"  Energy proof: incomplete. The budgeted search of {', '.join(proof.timed_out)} hit the time limit"
+                + (f" ({', '.join(skipped)} not started)" if skipped else "")
+                + f"; it started from the best mapping found, {energy_text(proof.bound)}.")
     lines = [head, f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}"
                    + "".join(f"{name + ': rows':>22}{'s':>8}" for name, _ in proof.steps)]
     for e in dict.fromkeys(e for _, stats in proof.steps for e in stats):
