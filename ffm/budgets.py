@@ -29,6 +29,7 @@ import pandas as pd
 from arch.model import Arch
 from ffm.search import search
 from pmapgen import Constraints, Stats, generate_all
+from pmapgen.prefixes import energy_lower_bound
 from workloads.model import Workload
 
 RTOL = 1e-9  # budgets equal up to summation order
@@ -37,10 +38,12 @@ RTOL = 1e-9  # budgets equal up to summation order
 @dataclass(frozen=True)
 class Proof:
     """What the energy proof did. `bound` is U (the best found, or the step-1 join's if
-    lower); `minima` / `budgets` are per Einsum (pJ), set once the step computing them
-    completed; `incomplete` names the Einsums whose search hit the time limit (or did not
+    lower) and `lower` a lower bound on the optimum, so the best found is within
+    bound / lower of it; `minima` (per Einsum, pJ) holds the exact minima found, `budgets`
+    is set once every minimum is known; `incomplete` names the Einsums whose search hit the time limit (or did not
     start after another did); `steps` holds each step run as (name, {einsum: Stats})."""
     bound: float
+    lower: float = 0.0  # a lower bound on the optimum: each Einsum's minimum where known, else its energy floor
     minima: dict[str, float] = field(default_factory=dict)
     budgets: dict[str, float] = field(default_factory=dict)
     incomplete: tuple[str, ...] = ()
@@ -81,20 +84,23 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
         steps.append((name, {e: r[2] for e, r in res.items()}))
         return res, tuple(e for e in order if e not in res or not res[e][2].complete)
 
-    def proof(**kwargs) -> Proof:
-        return Proof(bound, steps=tuple(steps), seconds=time.perf_counter() - start, **kwargs)
+    def proof(minima: dict[str, float], **kwargs) -> Proof:
+        lower = sum(minima[e] if e in minima else energy_lower_bound(e, workload, arch, (constraints or {}).get(e))
+                    for e in order)
+        return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, **kwargs)
 
     found = {e: float(tables[e]["energy"].min()) for e in order}
     res, incomplete = run(found, "minima")
-    if incomplete:
-        return None, proof(incomplete=incomplete)
-    if any(res[e][0].empty for e in order):  # cannot happen: each holds the pmapping found or a better one
+    done = [e for e in order if e not in incomplete]
+    if any(res[e][0].empty for e in done):  # cannot happen: each holds the pmapping found or a better one
         raise RuntimeError("an energy budget at a found pmapping's own energy kept nothing")
-    minima = {e: float(res[e][0]["energy"].min()) for e in order}
+    minima = {e: float(res[e][0]["energy"].min()) for e in done}
+    if incomplete:
+        return None, proof(minima, incomplete=incomplete)
     joined = search({e: r[0] for e, r in res.items()}, workload, arch, "energy").best
     if not joined.empty:
         bound = min(bound, float(joined["energy"].iloc[0]))
     budgets = einsum_budgets(bound, minima)
     if any(budgets[e] > found[e] * (1 + RTOL) for e in order):
         res, incomplete = run(budgets, "budgets")
-    return (None if incomplete else res), proof(minima=minima, budgets=budgets, incomplete=incomplete)
+    return (None if incomplete else res), proof(minima, budgets=budgets, incomplete=incomplete)

@@ -50,7 +50,9 @@ def proof_lines(proof: Proof) -> list[str]:
         skipped = [e for e in proof.incomplete if e not in proof.timed_out]
         head = (f"  Energy proof: incomplete. The budgeted search of {', '.join(proof.timed_out)} hit the time limit"
                 + (f" ({', '.join(skipped)} not started)" if skipped else "")
-                + f"; it started from the best mapping found, {energy_text(proof.bound)}.")
+                + f"; it started from the best mapping found, {energy_text(proof.bound)}. The optimum is at "
+                f"least {energy_text(proof.lower)} (each Einsum's minimum where found, else its energy floor)"
+                + (f", so the result is within {proof.bound / proof.lower:.2f}x of it." if proof.lower > 0 else "."))
     lines = [head, f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}"
                    + "".join(f"{name + ': rows':>22}{'s':>8}" for name, _ in proof.steps)]
     for e in dict.fromkeys(e for _, stats in proof.steps for e in stats):

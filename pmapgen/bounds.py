@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import reduce
 
 import numpy as np
 
@@ -58,17 +59,25 @@ def energy_floor_of(einsum: Einsum, workload: Workload, arch: Arch, unit: str) -
 def energy_floor(f: EnergyFloor, cols: dict, inner: dict, candidates: dict, path: tuple[str, ...],
                  placed: frozenset) -> np.ndarray:
     """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
-    completion. `inner`: tensor -> level index of its last node (tensors without a node
-    yet add nothing); `candidates`: tensor -> level indices its next node may use;
+    completion. `inner`: tensor -> level index of its last node, for tensors that have
+    one; `candidates`: tensor -> level indices its next node may use;
     `placed`: fanout levels that can get no more spatial loops (their group is placed,
-    or a storage node sits at or below them)."""
+    or a storage node sits at or below them). A tensor with no node yet adds its leaf
+    accesses at the cheapest level at or below its first candidate (its innermost node
+    will be at one of them)."""
     e = f.einsum
     spread = {t: math.prod(by[t] for k, by in f.spread.items() if k not in placed) for t in e.tensors}
     out = cols["energy"] + f.compute_pJ
-    for t, k in inner.items():
+    for t in e.tensors:
         out_t = e.is_output(t)
         pj = lambda counts: sum(amount * f.bits[t] * f.energy[(kind, lv)] for kind, lv, amount in counts)
         between = cols[f"b:{t}"]
+        if t not in inner:
+            if candidates.get(t):
+                out = out + reduce(np.minimum, [pj([leaf_counts(out_t, path[k], f.ops, between * spread[t])])
+                                                for k in range(min(candidates[t]), len(path))])
+            continue
+        k = inner[t]
         best = pj([leaf_counts(out_t, path[k], f.ops, between * spread[t])])
         if candidates.get(t):
             values = math.prod(cols[f"e:{r}"] for r in e.use(t).ranks)

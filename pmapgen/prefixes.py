@@ -112,6 +112,7 @@ class _Search:
         self.done: list[tuple[Key, int, dict]] = []
         self.stats = Stats()
         self.floor = energy_floor_of(self.e, workload, arch, unit)
+        self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)
 
     # ---- columns <-> the model's Above -------------------------------------------------
     def _above(self, cols: dict, depth: int, lifetimes: dict) -> Above:
@@ -175,7 +176,9 @@ class _Search:
             return
         self.stats.rows += n
         if self.budget is not None:
-            ok = self._floor(key.prefix, cols) <= self.budget * (1 + BUDGET_RTOL)
+            floor = self._floor(key.prefix, cols)
+            self.lowest_floor = min(self.lowest_floor, float(floor.min()))
+            ok = floor <= self.budget * (1 + BUDGET_RTOL)
             if not ok.all():
                 cols, tiles, n = {c: v[ok] for c, v in cols.items()}, tiles[ok], int(ok.sum())
                 if not n:
@@ -192,7 +195,8 @@ class _Search:
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
         inner = dict(prefix.inner)
-        return energy_floor(self.floor, cols, inner, {t: prefix.candidates(self.sp, t) for t in inner}, self.path,
+        return energy_floor(self.floor, cols, inner, {t: prefix.candidates(self.sp, t) for t in self.e.tensors},
+                            self.path,
                             prefix.groups_placed | {k for k in self.floor.spread if k <= prefix.deepest})
 
     def _prune(self, key: Key, cols: dict) -> dict:
@@ -480,6 +484,18 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
             rows += [r for r in (_within(template_rows(t, tiles, workload, arch), budget)
                                  for t, tiles in search.survivors(objectives)) if len(r.tiles)]
     return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin)
+
+
+def energy_lower_bound(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None) -> float:
+    """A lower bound (pJ) on the energy of every pmapping of `einsum`: the least energy floor
+    (`pmapgen.bounds`) of the prefix search's first partial pmappings, each of which every
+    pmapping extends. Cheap (the search stops there: a budget of -inf cuts every row)."""
+    low = math.inf
+    for unit in arch.computes_for(workload.einsum(einsum)):
+        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), ("energy",), -math.inf)
+        search.run(None)
+        low = min(low, search.lowest_floor)
+    return low
 
 
 def _within(rows, budget: float | None):

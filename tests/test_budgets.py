@@ -45,6 +45,7 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
     results, proof = prove_energy(workload, arch, start, some, workers=1, progress=False)
     assert proof.proven and results is not None
     assert truth * (1 - RTOL) <= proof.bound <= start
+    assert proof.lower <= truth * (1 + RTOL)
     _bump("budgets step run", int(len(proof.steps) == 2))
     same = {e: [o for o in order if signature(o, workload, None) == signature(e, workload, None)] for e in order}
     for e in order:  # the minima are exact: the enumeration's lowest energy, whatever was found

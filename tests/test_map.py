@@ -231,6 +231,14 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
         assert proof.proven and proof.bound >= r.evaluation.energy_pJ * (1 - 1e-9)
         text = result_text(r)
         assert "optimal for energy" in text and "Energy proof: complete" in text and "WARNING" not in text
+    # a proof cut short at once still bounds the optimum from below (energy floors)
+    cut = ffm.map("matmul_chain", "simple", variables=variables, progress=False, workers=1, time_limit=0.05,
+                  proof_time_limit=0.0)
+    if not cut.stats.exhaustive:
+        proof = cut.stats.proof
+        assert not cut.stats.complete and not proof.proven and proof.timed_out
+        assert 0 < proof.lower <= exact.evaluation.energy_pJ * (1 + 1e-9) <= proof.bound * (1 + 1e-9)
+        assert f"within {proof.bound / proof.lower:.2f}x" in result_text(cut)
 
 
 def test_time_limit_that_finds_nothing_is_one_line_exit_1():

@@ -12,7 +12,7 @@ from looptree.model import analyze, cost
 from looptree.nodes import Loop
 from looptree.validate import normalize, validate_pmapping
 from pmapgen.generate import OBJECTIVES, evaluate_template, generate, rebuild
-from pmapgen.prefixes import generate_by_prefixes
+from pmapgen.prefixes import energy_lower_bound, generate_by_prefixes
 from pmapgen.templates import Template
 from tests.oracle import all_pmappings
 from tests.strategies import arch_specs_, einsum_specs
@@ -122,11 +122,13 @@ def same_frontiers(w, a, objectives=OBJECTIVES):
 def same_frontiers_within_budget(w, a, quantile: float, objectives=OBJECTIVES):
     """With an energy budget (the lowest energy, or a quantile of the enumeration's), the
     prefix search keeps exactly the enumeration's frontier among pmappings within it: the
-    energy floor of pmapgen.bounds never cuts a partial pmapping that could get under it."""
+    energy floor of pmapgen.bounds never cuts a partial pmapping that could get under it,
+    and its least value at the search's first partial pmappings is at most the minimum."""
     for e in w.einsum_names:
         full = generate(e, w, a, objectives=objectives)[0]
         if full.empty:
             continue
+        assert energy_lower_bound(e, w, a) <= full["energy"].min() * (1 + 1e-9), e
         budget = float(np.quantile(full["energy"], quantile))
         within = full[full["energy"] <= budget * (1 + 1e-9)]
         got = generate_by_prefixes(e, w, a, objectives=objectives, budget=budget)[0]
