@@ -47,7 +47,8 @@ def main() -> None:
             proof = r.stats.proof
             status = ("exhaustive (optimal)" if r.stats.exhaustive else "proven optimal (energy proof)"
                       if r.stats.complete else "TIME LIMIT: not provably optimal" +
-                      (f"; proof incomplete for {', '.join(proof.incomplete)}" if proof else ""))
+                      (f"; proof incomplete ({', '.join(proof.timed_out)} hit the limit), within "
+                       f"{proof.bound / proof.lower:.2f}x of the optimum" if proof and proof.lower > 0 else ""))
             print(f"{label:<28}{objective:<10}{r.stats.seconds['pmapgen']:>10.1f}{r.stats.seconds['join']:>8.1f}"
                   f"{r.stats.seconds.get('proof', 0):>8.1f}"
                   f"{wall:>9.1f}{peak_mib():>10.0f}{ev.energy_pJ / 1e12:>11.4g}{ev.latency_s:>11.4g}  "
