@@ -1,4 +1,4 @@
-"""Energy budgets: proving a time-limited energy result optimal (docs/mapper.md, "Proof").
+"""Energy budgets: proving a time-limited energy result optimal (docs/mapper.md, "Energy proof").
 
 A valid mapping of energy U bounds the optimum, and energy is a sum over Einsums of
 non-negative terms. So in any mapping of energy at most U, Einsum e's pmapping has energy
@@ -40,8 +40,9 @@ class Proof:
     """What the energy proof did. `bound` is U (the best found, or the step-1 join's if
     lower) and `lower` a lower bound on the optimum, so the best found is within
     bound / lower of it; `minima` (per Einsum, pJ) holds the exact minima found, `budgets`
-    is set once every minimum is known; `incomplete` names the Einsums whose search hit the time limit (or did not
-    start after another did); `steps` holds each step run as (name, {einsum: Stats})."""
+    is set once every minimum is known; `incomplete` names the Einsums whose search hit
+    the time limit (or did not start after another did); `steps` holds each step run as
+    (name, {einsum: Stats})."""
     bound: float
     lower: float = 0.0  # a lower bound on the optimum: each Einsum's minimum where known, else its energy floor
     minima: dict[str, float] = field(default_factory=dict)
