@@ -72,8 +72,9 @@ def einsum_budgets(bound: float, minima: dict[str, float]) -> dict[str, float]:
 def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str, pd.DataFrame],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = True):
-    """(results, Proof): `generate_all`-style results whose join is the exact energy optimum
-    when `Proof.proven`, else None. `bound` is the energy of a valid mapping made of rows of
+    """(results, Proof, found): `generate_all`-style results whose join is the exact energy
+    optimum when `Proof.proven`, else None; `found` is that join's SearchResult when this
+    function already ran it (step 2 skipped), else None. `bound` is the energy of a valid mapping made of rows of
     `tables` (pmappings found so far, one table per Einsum)."""
     start = time.perf_counter()
     order = tuple(workload.einsum_names)
@@ -97,11 +98,12 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
         raise RuntimeError("an energy budget at a found pmapping's own energy kept nothing")
     minima = {e: float(res[e][0]["energy"].min()) for e in done}
     if incomplete:
-        return None, proof(minima, incomplete=incomplete)
-    joined = search({e: r[0] for e, r in res.items()}, workload, arch, "energy").best
-    if not joined.empty:
-        bound = min(bound, float(joined["energy"].iloc[0]))
+        return None, proof(minima, incomplete=incomplete), None
+    joined = search({e: r[0] for e, r in res.items()}, workload, arch, "energy")
+    if not joined.best.empty:
+        bound = min(bound, float(joined.best["energy"].iloc[0]))
     budgets = einsum_budgets(bound, minima)
     if any(budgets[e] > found[e] * (1 + RTOL) for e in order):
         res, incomplete = run(budgets, "budgets")
-    return (None if incomplete else res), proof(minima, budgets=budgets, incomplete=incomplete)
+        joined = None
+    return (None if incomplete else res), proof(minima, budgets=budgets, incomplete=incomplete), joined

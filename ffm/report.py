@@ -3,6 +3,8 @@ what stays on chip, per-Einsum and per-level/tensor energy, peak usage, the Loop
 pareto frontier when asked for, and what the mapper did."""
 from __future__ import annotations
 
+import textwrap
+
 from ffm.budgets import Proof
 from ffm.mapper import MapResult, MapStats
 from looptree.render import edp_text, energy_text, report_text, time_text
@@ -51,10 +53,12 @@ def proof_lines(proof: Proof) -> list[str]:
         head = (f"  Energy proof: incomplete. The budgeted search of {', '.join(proof.timed_out)} hit the time limit"
                 + (f" ({', '.join(skipped)} not started)" if skipped else "")
                 + f"; it started from the best mapping found, {energy_text(proof.bound)}. The optimum is at "
-                f"least {energy_text(proof.lower)} (each Einsum's minimum where found, else its energy floor)"
-                + (f", so the result is within {proof.bound / proof.lower:.2f}x of it." if proof.lower > 0 else "."))
-    lines = [head, f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}"
-                   + "".join(f"{name + ': rows':>22}{'s':>8}" for name, _ in proof.steps)]
+                f"least {energy_text(proof.lower)} (each Einsum's minimum where found, else its energy floor).")
+    lines = textwrap.wrap(head.strip(), 100, initial_indent="  ", subsequent_indent="    ")
+    if not proof.proven and proof.lower > 0:
+        lines.append(f"    So the result is within {proof.bound / proof.lower:.2f}x of the optimum.")
+    lines.append(f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}"
+                 + "".join(f"{name + ': rows':>22}{'s':>8}" for name, _ in proof.steps))
     for e in dict.fromkeys(e for _, stats in proof.steps for e in stats):
         low = energy_text(proof.minima[e]) if e in proof.minima else "-"
         budget = energy_text(proof.budgets[e]) if e in proof.budgets else "-"

@@ -42,7 +42,7 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
     _bump("checked")
     _bump("started above the optimum", int(start > truth * (1 + RTOL)))
 
-    results, proof = prove_energy(workload, arch, start, some, workers=1, progress=False)
+    results, proof, _ = prove_energy(workload, arch, start, some, workers=1, progress=False)
     assert proof.proven and results is not None
     assert truth * (1 - RTOL) <= proof.bound <= start
     assert proof.lower <= truth * (1 + RTOL)
