@@ -1,7 +1,7 @@
 """The product's main job, measured: gpt3 on tpuv4i at batch 1 / 2048 tokens and at FFM's
 batch 64 / 4096 tokens, for the energy objective and the full energy-latency frontier.
 
-    python benchmarks/gpt3_tpuv4i.py [--time-limit 60] [--proof-time 30] [--objectives energy pareto]
+    python benchmarks/gpt3_tpuv4i.py [--time-limit 60] [--proof-time 30] [--objectives energy pareto] [--shapes 0 1]
 
 Prints wall seconds (pmapgen, join, energy proof, total), the process's peak memory,
 energy, latency, what is fused, and whether the result is the proven optimum (pmapgen
@@ -33,10 +33,12 @@ def main() -> None:
     parser.add_argument("--proof-time", type=float, default=30.0,
                         help="energy proof seconds per Einsum and step (0: no proof)")
     parser.add_argument("--objectives", nargs="*", default=["energy", "pareto"])
+    parser.add_argument("--shapes", nargs="*", type=int, default=[0, 1],
+                        help="which shapes: 0 = batch 1 / 2048, 1 = batch 64 / 4096")
     args = parser.parse_args()
     print(f"{'shape':<28}{'objective':<10}{'pmapgen s':>10}{'join s':>8}{'proof s':>8}{'total s':>9}{'peak MiB':>10}"
           f"{'energy J':>11}{'latency s':>11}  fused / pmapgen")
-    for label, variables in SHAPES:
+    for label, variables in (SHAPES[k] for k in args.shapes):
         for objective in args.objectives:
             start = time.perf_counter()
             r = ffm.map("gpt3", "tpuv4i", objective=objective, variables=variables, progress=False,
