@@ -5,85 +5,146 @@ A pmapping whose energy exceeds a budget B cannot be part of any mapping better 
 of total energy B (energy is a sum over Einsums of non-negative terms, ffm.search), so
 the prefix search may drop a partial pmapping once a lower bound on every completion's
 energy exceeds B. The bound is what it has accumulated, plus the compute's energy, plus
-for each tensor the cheaper of:
+for each tensor the cheapest way down from its innermost node to the compute: a chain of
+further nodes at increasing levels it may use (none skipping a level it must use), each
+paying its link, ending in the leaf accesses at the last node.
 
-- no further node: the compute reads (writes) it at its innermost node, once per
-  operation divided by its spread so far times the most the fanouts that may still get
-  spatial loops can add (`looptree.model.leaf_counts`; a fanout's spatial loops are placed
-  as one group);
-- a further node at a candidate level: its link moves at least this point's tile, once
-  per fill, per instance (`looptree.model.link_counts` with this point's values and no
-  partial sums). Loops placed below split the tile by at least as much as they add fills
-  or instances (fills grow with every indexing temporal loop, instances with every
-  spatial one), and a spatial loop that multicasts (reduces) the tensor adds as much to
-  the instances as to the spread, so neither the moved values nor the parent's accesses
-  can fall below these.
+- A link is the model's `looptree.model.link_counts` with this point's tile, fills and
+  instances and no partial sums. Loops placed below split the tile by at least as much
+  as they add fills or instances (fills grow with every indexing temporal loop,
+  instances with every spatial one), and a spatial loop that multicasts (reduces) the
+  tensor adds as much to the instances as to the spread, so neither the moved values nor
+  the parent's accesses can fall below these. The first link divides by the spread since
+  the innermost node; later ones (their parent is not placed yet) by nothing.
+- The leaf is `looptree.model.leaf_counts`: once per operation divided by the spread
+  below the last node, at most the spread since the innermost node (if it is the last)
+  times what the fanouts below the last node's level that may still get spatial loops
+  offer.
+- A tensor with no node yet starts at its on-chip backing (no link: its backing).
+- Capacity couples the tensors at levels too small for one tile of each (a 1-value
+  register): every storage node holds at least one value while the compute runs, so the
+  tensors with nodes there fit the capacity together. The bound is the least sum over
+  the sets of tensors that fit of the cheapest ways down with the others kept out.
 
-Later nodes of the chain add non-negative terms, so dropping them keeps a lower bound.
+Every term is a lower bound of a non-negative term of every completion, so their sum is.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import reduce
+from itertools import combinations, product
 
 import numpy as np
 
 from arch.model import Arch
 from looptree.model import leaf_counts, link_counts
-from workloads.model import Einsum, Workload
+from pmapgen.capacity import capacity_unit
+from pmapgen.templates import Space
+from workloads.model import Workload
 
 
 @dataclass(frozen=True)
 class EnergyFloor:
     """What the bound of one Einsum on one compute unit needs besides a partial pmapping."""
-    einsum: Einsum
+    space: Space
     bits: dict  # tensor -> bits per value
     ops: int
     compute_pJ: float  # the compute's energy (every completion pays it)
     spread: dict  # fanout level index -> tensor -> most multicast (inputs) or reduction (output) it offers
     energy: dict  # (kind, level) -> pJ per bit
+    tight: tuple  # (level index, capacity, {tensor: least tile}) of levels too small for one tile of each
 
 
-def energy_floor_of(einsum: Einsum, workload: Workload, arch: Arch, unit: str) -> EnergyFloor:
-    path = arch.path(unit)
+def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
+    einsum, path = sp.einsum, arch.path(sp.unit)
     ops = math.prod(workload.rank_sizes[r] for r in einsum.rank_variables)
     spread = {k: {t: math.prod(d.size for d in m.fanout if (d.reduce if einsum.is_output(t) else d.multicast))
                   for t in einsum.tensors} for k, m in enumerate(path) if m.fanout}
     energy = {(kind, m.name): (m.read_energy if kind == "read" else m.write_energy)
               for m in path for kind in ("read", "write")}
-    return EnergyFloor(einsum, {t: workload.tensors[t].bits for t in einsum.tensors}, ops,
-                       ops * arch.compute(unit).energy, spread, energy)
+    bits = {t: workload.tensors[t].bits for t in einsum.tensors}
+    tight = []
+    for k, m in enumerate(path):
+        unit, capacity = capacity_unit(arch, m.name)
+        least = {t: (1 if unit == "values" else bits[t]) for t in einsum.tensors if k in sp.allowed[t]}
+        if sum(least.values()) > capacity:
+            tight.append((k, capacity, least))
+    return EnergyFloor(sp, bits, ops, ops * arch.compute(sp.unit).energy, spread, energy, tuple(tight))
 
 
-def energy_floor(f: EnergyFloor, cols: dict, inner: dict, candidates: dict, path: tuple[str, ...],
-                 placed: frozenset) -> np.ndarray:
+def energy_floor(f: EnergyFloor, cols: dict, inner: dict, candidates: dict, placed: frozenset) -> np.ndarray:
     """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
     completion. `inner`: tensor -> level index of its last node, for tensors that have
-    one; `candidates`: tensor -> level indices its next node may use;
-    `placed`: fanout levels that can get no more spatial loops (their group is placed,
-    or a storage node sits at or below them). A tensor with no node yet adds its leaf
-    accesses at the cheapest level at or below its first candidate (its innermost node
-    will be at one of them)."""
-    e = f.einsum
-    spread = {t: math.prod(by[t] for k, by in f.spread.items() if k not in placed) for t in e.tensors}
-    out = cols["energy"] + f.compute_pJ
-    for t in e.tensors:
-        out_t = e.is_output(t)
-        pj = lambda counts: sum(amount * f.bits[t] * f.energy[(kind, lv)] for kind, lv, amount in counts)
-        between = cols[f"b:{t}"]
-        if t not in inner:
-            if candidates.get(t):
-                out = out + reduce(np.minimum, [pj([leaf_counts(out_t, path[k], f.ops, between * spread[t])])
-                                                for k in range(min(candidates[t]), len(path))])
-            continue
-        k = inner[t]
-        best = pj([leaf_counts(out_t, path[k], f.ops, between * spread[t])])
-        if candidates.get(t):
-            values = math.prod(cols[f"e:{r}"] for r in e.use(t).ranks)
-            fills = cols[f"f:{t}"]
-            for c in candidates[t]:
-                best = np.minimum(best, pj(link_counts(out_t, path[c], path[k], values, fills, fills,
-                                                       cols["inst"], between)))
-        out = out + best
+    one; `candidates`: tensor -> level indices its next node may use (a tensor with no
+    node: its backing); `placed`: fanout levels that can get no more spatial loops (their
+    group is placed, or a storage node sits at or below them)."""
+    e = f.space.einsum
+    cheapest: dict = {}
+
+    def way_down(t: str, kept_out: frozenset) -> np.ndarray:
+        if (t, kept_out) not in cheapest:
+            cheapest[t, kept_out] = _way_down(f, cols, t, inner.get(t), candidates.get(t, ()), placed, kept_out)
+        return cheapest[t, kept_out]
+
+    choices = []  # per tight level: the sets of tensors that may have nodes there
+    for k, capacity, least in f.tight:
+        there = frozenset(t for t in least if inner.get(t) == k)
+        free = [t for t in least if t not in there]
+        choices.append([(k, there | set(s)) for n in range(len(free) + 1) for s in combinations(free, n)
+                        if sum(least[t] for t in there | set(s)) <= capacity])
+    best = None
+    for choice in product(*choices):
+        total = 0
+        for t in e.tensors:
+            total = total + way_down(t, frozenset(k for k, s in choice if t not in s))
+        best = total if best is None else np.minimum(best, total)
+    return cols["energy"] + f.compute_pJ + best
+
+
+def _way_down(f: EnergyFloor, cols: dict, t: str, k: int | None, candidates, placed: frozenset,
+              kept_out: frozenset) -> np.ndarray:
+    """The cheapest chain of further nodes of tensor t from its innermost node at level k
+    (None: no node yet; its first node is one of `candidates`, its backing) to the leaf,
+    using no level in `kept_out` (module docstring)."""
+    sp = f.space
+    out_t = sp.einsum.is_output(t)
+    path = sp.path
+    levels = [c for c in sp.allowed[t] if c not in kept_out]
+    must = sp.must[t]
+
+    def pj(counts) -> np.ndarray:
+        return sum(amount * f.bits[t] * f.energy[(kind, lv)] for kind, lv, amount in counts)
+
+    def skips_must(a: int, b: int | None) -> bool:  # a node at a, the next at b (None: the leaf)
+        return any(a < m and (b is None or m < b) for m in must)
+
+    def spread_below(c: int) -> int:
+        return math.prod(by[t] for j, by in f.spread.items() if j > c and j not in placed)
+
+    if k is None and not candidates:
+        return np.zeros(len(cols["energy"]))
+    values = math.prod(cols[f"e:{r}"] for r in sp.einsum.use(t).ranks)
+    fills, inst, between = cols[f"f:{t}"], cols["inst"], cols[f"b:{t}"]
+    inf = np.full(len(cols["energy"]), np.inf)
+    tail: dict = {}  # level -> cheapest way down from a node placed there later
+    for c in sorted(levels, reverse=True):
+        best = inf if skips_must(c, None) else pj([leaf_counts(out_t, path[c], f.ops, spread_below(c))])
+        for c2 in (x for x in levels if x > c and x in tail and not skips_must(c, x)):
+            best = np.minimum(best, pj(link_counts(out_t, path[c2], path[c], values, fills, fills, inst, 1))
+                              + tail[c2])
+        tail[c] = best
+    if k is None:
+        return _least([tail[c] for c in candidates if c in tail], inf)
+    best = inf if skips_must(k, None) else pj([leaf_counts(out_t, path[k], f.ops, between * spread_below(k))])
+    for c in candidates:
+        if c in tail and not skips_must(k, c):
+            best = np.minimum(best, pj(link_counts(out_t, path[c], path[k], values, fills, fills, inst, between))
+                              + tail[c])
+    return best
+
+
+def _least(arrays: list, default: np.ndarray) -> np.ndarray:
+    out = default
+    for a in arrays:
+        out = np.minimum(out, a)
     return out

@@ -111,7 +111,7 @@ class _Search:
         self.by_progress: dict[int, list[Key]] = {}
         self.done: list[tuple[Key, int, dict]] = []
         self.stats = Stats()
-        self.floor = energy_floor_of(self.e, workload, arch, unit)
+        self.floor = energy_floor_of(self.sp, workload, arch)
         self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)
 
     # ---- columns <-> the model's Above -------------------------------------------------
@@ -194,9 +194,8 @@ class _Search:
             waiting.parts = [self._prune(key, _concat(waiting.parts))]
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
-        inner = dict(prefix.inner)
-        return energy_floor(self.floor, cols, inner, {t: prefix.candidates(self.sp, t) for t in self.e.tensors},
-                            self.path,
+        return energy_floor(self.floor, cols, dict(prefix.inner),
+                            {t: prefix.candidates(self.sp, t) for t in self.e.tensors},
                             prefix.groups_placed | {k for k in self.floor.spread if k <= prefix.deepest})
 
     def _prune(self, key: Key, cols: dict) -> dict:
@@ -406,6 +405,19 @@ class _Search:
         return final
 
     # ---- the end -----------------------------------------------------------------------
+    def lower_bound(self) -> float:
+        """At most the energy of every pmapping, wherever the search stopped: each one
+        completes a row still waiting (or is dominated by one that does), or is a done row
+        (or dominated by one), so the least of the waiting rows' floors and the done rows'
+        energies bounds them all. Rows cut by the budget are left out: a caller takes the
+        least of this and the budget."""
+        low = min((float(f["energy"].min()) for *_, f in self.done if len(f["energy"])), default=math.inf)
+        for key, waiting in self.incoming.items():
+            for part in waiting.parts:
+                if len(part["energy"]):
+                    low = min(low, float(self._floor(key.prefix, part).min()))
+        return low
+
     def survivors(self, objectives) -> list[tuple[Template, np.ndarray]]:
         """The done rows on their compatibility group's frontier, as (template, tiles)."""
         if not self.done:
@@ -470,32 +482,43 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     `tile_shapes`). A time limit that stops the search leaves the table empty and
     `complete` False: rows exist only once whole pmappings are reached. `budget` (pJ)
     keeps only pmappings of at most that energy, and prunes partial ones whose every
-    completion exceeds it (`pmapgen.bounds`): the frontier of those within the budget."""
+    completion exceeds it (`pmapgen.bounds`): the frontier of those within the budget.
+    With a budget, `Stats.lower_bound` is at most every pmapping's energy, complete or not
+    (`_Search.lower_bound`)."""
     from pmapgen.generate import result, template_rows
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
-    rows, complete, n_prefixes, n_rows = [], True, 0, 0
+    rows, complete, n_prefixes, n_rows, low = [], True, 0, 0, math.inf
     for unit in arch.computes_for(e):
+        if not complete:  # not started: its first rows' floors bound it
+            low = min(low, _first_floor(einsum, workload, arch, unit.name, constraints))
+            continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget)
         complete = search.run(deadline) and complete
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
+        if budget is not None:
+            low = min(low, search.lower_bound())
         if complete:
             rows += [r for r in (_within(template_rows(t, tiles, workload, arch), budget)
                                  for t, tiles in search.survivors(objectives)) if len(r.tiles)]
-    return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin)
+    low = 0.0 if budget is None else min(low, budget)
+    return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin,
+                  low)
 
 
 def energy_lower_bound(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None) -> float:
     """A lower bound (pJ) on the energy of every pmapping of `einsum`: the least energy floor
     (`pmapgen.bounds`) of the prefix search's first partial pmappings, each of which every
     pmapping extends. Cheap (the search stops there: a budget of -inf cuts every row)."""
-    low = math.inf
-    for unit in arch.computes_for(workload.einsum(einsum)):
-        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), ("energy",), -math.inf)
-        search.run(None)
-        low = min(low, search.lowest_floor)
-    return low
+    return min(_first_floor(einsum, workload, arch, unit.name, constraints)
+               for unit in arch.computes_for(workload.einsum(einsum)))
+
+
+def _first_floor(einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints | None) -> float:
+    search = _Search(einsum, workload, arch, unit, constraints or Constraints(), ("energy",), -math.inf)
+    search.run(None)
+    return search.lowest_floor
 
 
 def _within(rows, budget: float | None):
