@@ -10,7 +10,9 @@ join can search exactly:
 1. **minima**: each Einsum is searched with the lowest energy t_e of the pmappings found
    for it so far as budget (a real pmapping's, so t_e >= min_e: the frontier within it
    holds a lowest-energy pmapping). The join over these tables is the best mapping made of
-   such pmappings; it may lower U.
+   such pmappings; it may lower U. Every Einsum runs even when one hits the time limit:
+   a search cut short still bounds its minimum from below (`Stats.lower_bound`), and the
+   sum of the minima and those bounds bounds the optimum (`Proof.lower`).
 2. **budgets**: each Einsum is searched again with min_e + (U - sum of minima) as budget,
    unless that is at most t_e for every Einsum (then step 1's tables already hold every
    pmapping within its budget).
@@ -44,7 +46,7 @@ class Proof:
     the time limit (or did not start after another did); `steps` holds each step run as
     (name, {einsum: Stats})."""
     bound: float
-    lower: float = 0.0  # a lower bound on the optimum: each Einsum's minimum where known, else its energy floor
+    lower: float = 0.0  # a lower bound on the optimum: each Einsum's minimum where known, else a bound on it
     minima: dict[str, float] = field(default_factory=dict)
     budgets: dict[str, float] = field(default_factory=dict)
     incomplete: tuple[str, ...] = ()
@@ -80,19 +82,21 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
     order = tuple(workload.einsum_names)
     steps = []
 
-    def run(budgets: dict[str, float], name: str):
+    def run(budgets: dict[str, float], name: str, stop: bool):
         res = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
-                           time_limit=time_limit, budgets=budgets, stop_when_incomplete=True, desc=f"proof: {name}")
+                           time_limit=time_limit, budgets=budgets, stop_when_incomplete=stop, desc=f"proof: {name}")
         steps.append((name, {e: r[2] for e, r in res.items()}))
         return res, tuple(e for e in order if e not in res or not res[e][2].complete)
 
     def proof(minima: dict[str, float], **kwargs) -> Proof:
-        lower = sum(minima[e] if e in minima else energy_lower_bound(e, workload, arch, (constraints or {}).get(e))
-                    for e in order)
+        first = steps[0][1] if steps else {}
+        lower = sum(minima[e] if e in minima else
+                    max(energy_lower_bound(e, workload, arch, (constraints or {}).get(e)),
+                        first[e].lower_bound if e in first else 0.0) for e in order)
         return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, **kwargs)
 
     found = {e: float(tables[e]["energy"].min()) for e in order}
-    res, incomplete = run(found, "minima")
+    res, incomplete = run(found, "minima", stop=False)
     done = [e for e in order if e not in incomplete]
     if any(res[e][0].empty for e in done):  # cannot happen: each holds the pmapping found or a better one
         raise RuntimeError("an energy budget at a found pmapping's own energy kept nothing")
@@ -104,6 +108,6 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
         bound = min(bound, float(joined.best["energy"].iloc[0]))
     budgets = einsum_budgets(bound, minima)
     if any(budgets[e] > found[e] * (1 + RTOL) for e in order):
-        res, incomplete = run(budgets, "budgets")
+        res, incomplete = run(budgets, "budgets", stop=True)
         joined = None
     return (None if incomplete else res), proof(minima, budgets=budgets, incomplete=incomplete), joined
