@@ -7,15 +7,16 @@ pmapping of o has. Budgeted prefix searches (`pmapgen.prefixes.generate_by_prefi
 which keeps the frontier of the pmappings within a budget) turn that into tables the
 join can search exactly:
 
-1. **minima**: each Einsum is searched with the lowest energy t_e of the pmappings found
-   for it so far as budget (a real pmapping's, so t_e >= min_e: the frontier within it
-   holds a lowest-energy pmapping). The join over these tables is the best mapping made of
+1. **minima**: each Einsum is searched with budgets rising from its energy floor until
+   one keeps a pmapping, at most the lowest energy t_e of the pmappings found for it so
+   far (a real pmapping's, so t_e >= min_e: the frontier within it holds a lowest-energy
+   pmapping; `pmapgen.prefixes.generate_by_rising_budgets`). The join over these tables is the best mapping made of
    such pmappings; it may lower U. Every Einsum runs even when one hits the time limit:
    a search cut short still bounds its minimum from below (`Stats.lower_bound`), and the
    sum of the minima and those bounds bounds the optimum (`Proof.lower`).
 2. **budgets**: each Einsum is searched again with min_e + (U - sum of minima) as budget,
-   unless that is at most t_e for every Einsum (then step 1's tables already hold every
-   pmapping within its budget).
+   unless that is at most step 1's final budget for every Einsum (then step 1's tables
+   already hold every pmapping within its budget).
 
 If every search completes, every pmapping of every mapping of energy at most U is in the
 tables or dominated within its compatibility group by one that is, so the join over them
@@ -82,9 +83,10 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
     order = tuple(workload.einsum_names)
     steps = []
 
-    def run(budgets: dict[str, float], name: str, stop: bool):
+    def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False):
         res = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
-                           time_limit=time_limit, budgets=budgets, stop_when_incomplete=stop, desc=f"proof: {name}")
+                           time_limit=time_limit, budgets=budgets, stop_when_incomplete=stop, desc=f"proof: {name}",
+                           rising=rising)
         steps.append((name, {e: r[2] for e, r in res.items()}))
         return res, tuple(e for e in order if e not in res or not res[e][2].complete)
 
@@ -96,7 +98,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
         return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, **kwargs)
 
     found = {e: float(tables[e]["energy"].min()) for e in order}
-    res, incomplete = run(found, "minima", stop=False)
+    res, incomplete = run(found, "minima", stop=False, rising=True)
     done = [e for e in order if e not in incomplete]
     if any(res[e][0].empty for e in done):  # cannot happen: each holds the pmapping found or a better one
         raise RuntimeError("an energy budget at a found pmapping's own energy kept nothing")
@@ -107,7 +109,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
     if not joined.best.empty:
         bound = min(bound, float(joined.best["energy"].iloc[0]))
     budgets = einsum_budgets(bound, minima)
-    if any(budgets[e] > found[e] * (1 + RTOL) for e in order):
+    searched = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
+    if any(budgets[e] > searched[e] * (1 + RTOL) for e in order):
         res, incomplete = run(budgets, "budgets", stop=True)
         joined = None
     return (None if incomplete else res), proof(minima, budgets=budgets, incomplete=incomplete), joined

@@ -15,7 +15,7 @@ from arch.model import Arch
 from looptree.nodes import Loop, Storage
 from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, Stats, generate
-from pmapgen.prefixes import generate_by_prefixes
+from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
 from pmapgen.templates import Template
 from workloads.model import Workload
 
@@ -56,7 +56,9 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
 
 
 def _job(args):
-    einsum, workload, arch, constraints, objectives, time_limit, budget = args
+    einsum, workload, arch, constraints, objectives, time_limit, budget, rising = args
+    if budget is not None and rising:
+        return einsum, generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit)
     if budget is None:
         return einsum, generate(einsum, workload, arch, constraints, objectives, time_limit)
     return einsum, generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget)
@@ -65,7 +67,7 @@ def _job(args):
 def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None = None,
                  objectives=OBJECTIVES, workers: int | None = None, progress: bool = True,
                  time_limit: float | None = None, budgets: dict[str, float] | None = None,
-                 stop_when_incomplete: bool = False, desc: str = "pmapgen"
+                 stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False
                  ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
@@ -76,6 +78,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     once for several names get the largest of their budgets. `stop_when_incomplete` skips
     the Einsums not started once one is incomplete and leaves them out of the result (for
     callers that need every Einsum complete); jobs then run largest Einsum first.
+    `rising` makes the budgets ceilings: each Einsum's search starts at its energy floor
+    and rises until it keeps a pmapping (`generate_by_rising_budgets`).
     """
     constraints = constraints or {}
     budgets = budgets or {}
@@ -89,7 +93,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         unique.sort(key=lambda e: -math.prod(workload.rank_sizes[r] for r in workload.einsum(e).rank_variables))
     budget = {rep: max((budgets[e] for e in workload.einsum_names if same_as[e] == rep and e in budgets),
                        default=None) for rep in unique}
-    jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e]) for e in unique]
+    jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising) for e in unique]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     results = {}
     bar = tqdm(total=len(jobs), desc=desc, unit="einsum", disable=not progress)

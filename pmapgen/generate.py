@@ -44,6 +44,7 @@ class Stats:
     complete: bool = True  # False: a time limit stopped the enumeration (result not exhaustive)
     seconds: float = 0.0
     lower_bound: float = 0.0  # pJ, at most every pmapping's energy (a budgeted search's; else 0)
+    budget: float | None = None  # pJ: the table is the frontier of the pmappings within it (a budgeted search)
 
 
 def _fused_structure(template: Template, workload: Workload, arch: Arch):
@@ -200,16 +201,16 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
 
 
 def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, objectives, explored: int,
-           evaluated: int, complete: bool, start: float, lower_bound: float = 0.0
+           evaluated: int, complete: bool, start: float, lower_bound: float = 0.0, budget: float | None = None
            ) -> tuple[pd.DataFrame, list[Template], Stats]:
     """(table, templates, Stats) from the kept rows of every template, pruned per group."""
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
-        return empty, [], Stats(explored, evaluated, 0, complete, time.perf_counter() - start, lower_bound)
+        return empty, [], Stats(explored, evaluated, 0, complete, time.perf_counter() - start, lower_bound, budget)
     table = prune(to_frame(kept, workload, arch, list(range(len(kept)))), objectives).reset_index(drop=True)
     table.insert(0, "einsum", einsum)
     return table, [r.template for r in kept], Stats(explored, evaluated, len(table), complete,
-                                                    time.perf_counter() - start, lower_bound)
+                                                    time.perf_counter() - start, lower_bound, budget)
 
 
 def rebuild(row: pd.Series, templates_: list[Template]) -> Pmapping:

@@ -73,6 +73,7 @@ class _Waiting:
 
 MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
+GROWTH = 1.1  # a rising budget's next value over its last (generate_by_rising_budgets)
 
 
 def _concat(parts: list[dict]) -> dict:
@@ -504,7 +505,33 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
                                  for t, tiles in search.survivors(objectives)) if len(r.tiles)]
     low = 0.0 if budget is None else min(low, budget)
     return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin,
-                  low)
+                  low, budget)
+
+
+def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceiling: float,
+                               constraints: Constraints | None = None, objectives=("energy", "latency"),
+                               time_limit: float | None = None):
+    """`generate_by_prefixes` at budgets rising from the Einsum's energy floor by GROWTH
+    until one keeps a pmapping, or reaches `ceiling` (a real pmapping's energy, so it
+    does): the table then holds a lowest-energy pmapping (and the frontier within
+    `Stats.budget`). A search costs more the looser its budget, steeply (docs/pmapgen.md,
+    "Rising budgets"), so this finds the minimum far sooner than one search at a loose
+    ceiling; a budget whose search completes with nothing proves the minimum above it,
+    which `Stats.lower_bound` reports if the time limit (for all rounds) stops a later one."""
+    from pmapgen.generate import Stats
+    begin = time.perf_counter()
+    low = energy_lower_bound(einsum, workload, arch, constraints)
+    budget, n_prefixes, n_rows = low * GROWTH, 0, 0
+    while True:
+        budget = min(budget, ceiling) if budget > 0 else ceiling
+        left = None if time_limit is None else time_limit - (time.perf_counter() - begin)
+        table, templates, st = generate_by_prefixes(einsum, workload, arch, constraints, objectives,
+                                                    None if left is None else max(left, 0.0), budget)
+        n_prefixes, n_rows = n_prefixes + st.templates, n_rows + st.tile_shapes
+        if not st.complete or not table.empty or budget >= ceiling:
+            return table, templates, Stats(n_prefixes, n_rows, st.kept, st.complete, time.perf_counter() - begin,
+                                           max(low, st.lower_bound), budget)
+        low, budget = budget, budget * GROWTH
 
 
 def energy_lower_bound(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None) -> float:

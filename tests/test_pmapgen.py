@@ -184,6 +184,27 @@ def test_a_budgeted_search_cut_short_bounds_the_minimum_from_below(problem, quan
             assert stats.lower_bound == pytest.approx(least, rel=1e-9), e
 
 
+@settings(max_examples=8, **SETTINGS)
+@given(small_problems(max_levels=2), st.sampled_from([0.0, 0.5, 1.0]))
+def test_rising_budgets_find_the_minimum(problem, quantile):
+    """Budgets rising from the energy floor stop at the first that keeps a pmapping, at
+    most the ceiling (an enumerated pmapping's energy): its least energy is the
+    enumeration's minimum, and the table is the enumeration's frontier within it."""
+    from pmapgen.prefixes import generate_by_rising_budgets
+    w, a = problem
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("energy",))[0]
+        if full.empty:
+            continue
+        ceiling = float(np.quantile(full["energy"], quantile))
+        table, _, stats = generate_by_rising_budgets(e, w, a, ceiling, objectives=("energy",))
+        assert stats.complete and stats.budget <= ceiling
+        assert float(table["energy"].min()) == pytest.approx(float(full["energy"].min()), rel=1e-9), e
+        assert stats.lower_bound == pytest.approx(float(full["energy"].min()), rel=1e-9), e
+        within = full[full["energy"] <= stats.budget * (1 + 1e-9)]
+        assert frontier(table, ("energy",)) == frontier(within, ("energy",)), e
+
+
 @pytest.mark.slow
 @settings(max_examples=40, **SETTINGS)
 @given(small_problems(max_levels=3), st.sampled_from([0.0, 0.1, 0.3, 0.6]))
