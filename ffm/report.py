@@ -53,7 +53,8 @@ def proof_lines(proof: Proof) -> list[str]:
         head = (f"  Energy proof: incomplete. The budgeted search of {', '.join(proof.timed_out)} hit the time limit"
                 + (f" ({', '.join(skipped)} not started)" if skipped else "")
                 + f"; it started from the best mapping found, {energy_text(proof.bound)}. The optimum is at "
-                f"least {energy_text(proof.lower)} (each Einsum's minimum where found, else its energy floor).")
+                f"least {energy_text(proof.lower)} (the sum of each Einsum's minimum where found, else a lower bound on "
+                f"it).")
     lines = textwrap.wrap(head.strip(), 100, initial_indent="  ", subsequent_indent="    ")
     if not proof.proven and proof.lower > 0:
         lines.append(f"    So the result is within {proof.bound / proof.lower:.2f}x of the optimum.")
