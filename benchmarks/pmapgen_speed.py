@@ -2,13 +2,16 @@
 kept, seconds and peak memory, at batch 1 / 2048 tokens and at FFM's batch 64 / 4096.
 
     python benchmarks/pmapgen_speed.py [--time-limit 60] [--einsums Q QK ...] [--shapes 1]
-    python benchmarks/pmapgen_speed.py --prefixes [--budget-factor 1.0] [--objectives energy]
+    python benchmarks/pmapgen_speed.py --prefixes [--budget-factor 1.0 [--rising]] [--objectives energy]
 
 `--prefixes` runs the exact prefix search (`pmapgen.prefixes`) instead of the template
 enumeration: its "templates" column counts structural prefixes processed and "tile
 shapes" the partial rows built. `--budget-factor F` first runs the enumeration (same time
 limit) for the lowest energy E it finds, then the prefix search keeping only pmappings
 within F x E (`pmapgen.bounds`; the table then holds the frontier under that budget).
+`--rising` makes F x E a ceiling: budgets rise from the Einsum's energy floor by 10% until
+one keeps a pmapping (`generate_by_rising_budgets`); the status then gives the minimum
+found (or the lower bound proven when the time limit stops it) and the final budget.
 
 Each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
@@ -24,7 +27,7 @@ import time
 import arch as arch_specs
 import workloads
 from pmapgen import generate
-from pmapgen.prefixes import generate_by_prefixes
+from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
           ("batch 64, 4096 tokens (FFM)", {"batch": 64, "seq_len": 4096}))
@@ -42,6 +45,7 @@ def main() -> None:
                         help="which shapes: 0 batch 1 / 2048, 1 batch 64 / 4096 (default both)")
     parser.add_argument("--prefixes", action="store_true", help="run the exact prefix search")
     parser.add_argument("--budget-factor", type=float, help="with --prefixes: energy budget, times the enumeration's best")
+    parser.add_argument("--rising", action="store_true", help="with --budget-factor: budgets rise from the floor")
     parser.add_argument("--objectives", default="energy,latency", help="comma-separated (default energy,latency)")
     args = parser.parse_args()
     objectives = tuple(args.objectives.split(","))
@@ -60,7 +64,12 @@ def main() -> None:
                 if len(table):  # (nothing found: no budget)
                     budget = args.budget_factor * float(table["energy"].min())
                     note = f"budget {budget / 1e9:.4g} mJ"
-            if args.prefixes:
+            if args.prefixes and args.rising and budget is not None:
+                table, _, st = generate_by_rising_budgets(e, w, a, budget, objectives=objectives,
+                                                          time_limit=args.time_limit)
+                note = (f"minimum {float(table['energy'].min()) / 1e9:.4g} mJ" if len(table)
+                        else f"minimum >= {st.lower_bound / 1e9:.4g} mJ") + f", last budget {st.budget / 1e9:.4g} mJ"
+            elif args.prefixes:
                 _, _, st = generate_by_prefixes(e, w, a, objectives=objectives, time_limit=args.time_limit,
                                                 budget=budget)
             else:
