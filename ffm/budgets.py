@@ -10,8 +10,8 @@ join can search exactly:
 1. **minima**: each Einsum is searched with budgets rising from its energy floor until
    one keeps a pmapping, at most the lowest energy t_e of the pmappings found for it so
    far (a real pmapping's, so t_e >= min_e: the frontier within it holds a lowest-energy
-   pmapping; `pmapgen.prefixes.generate_by_rising_budgets`). The join over these tables is the best mapping made of
-   such pmappings; it may lower U. Every Einsum runs even when one hits the time limit:
+   pmapping; `pmapgen.prefixes.generate_by_rising_budgets`). The join over these tables
+   is the best mapping made of such pmappings; it may lower U. Every Einsum runs even when one hits the time limit:
    a search cut short still bounds its minimum from below (`Stats.lower_bound`), and the
    sum of the minima and those bounds bounds the optimum (`Proof.lower`).
 2. **budgets**: each Einsum is searched again with min_e + (U - sum of minima) as budget,
@@ -92,9 +92,9 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
 
     def proof(minima: dict[str, float], **kwargs) -> Proof:
         first = steps[0][1] if steps else {}
-        lower = sum(minima[e] if e in minima else
-                    max(energy_lower_bound(e, workload, arch, (constraints or {}).get(e)),
-                        first[e].lower_bound if e in first else 0.0) for e in order)
+        # a rising search's bound already includes the energy floor it started from
+        lower = sum(minima[e] if e in minima else first[e].lower_bound if e in first else
+                    energy_lower_bound(e, workload, arch, (constraints or {}).get(e)) for e in order)
         return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, **kwargs)
 
     found = {e: float(tables[e]["energy"].min()) for e in order}
