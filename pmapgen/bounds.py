@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations, product
 
 import numpy as np
@@ -43,7 +44,7 @@ from pmapgen.templates import Space
 from workloads.model import Workload
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: `_tails` caches per floor
 class EnergyFloor:
     """What the bound of one Einsum on one compute unit needs besides a partial pmapping."""
     space: Space
@@ -106,41 +107,66 @@ def _way_down(f: EnergyFloor, cols: dict, t: str, k: int | None, candidates, pla
     """The cheapest chain of further nodes of tensor t from its innermost node at level k
     (None: no node yet; its first node is one of `candidates`, its backing) to the leaf,
     using no level in `kept_out` (module docstring)."""
-    sp = f.space
-    out_t = sp.einsum.is_output(t)
-    path = sp.path
-    levels = [c for c in sp.allowed[t] if c not in kept_out]
-    must = sp.must[t]
-
-    def pj(counts) -> np.ndarray:
-        return sum(amount * f.bits[t] * f.energy[(kind, lv)] for kind, lv, amount in counts)
-
-    def skips_must(a: int, b: int | None) -> bool:  # a node at a, the next at b (None: the leaf)
-        return any(a < m and (b is None or m < b) for m in must)
-
-    def spread_below(c: int) -> int:
-        return math.prod(by[t] for j, by in f.spread.items() if j > c and j not in placed)
-
     if k is None and not candidates:
         return np.zeros(len(cols["energy"]))
+    sp = f.space
+    out_t = sp.einsum.is_output(t)
+    tails = _tails(f, t, placed, kept_out)
     values = math.prod(cols[f"e:{r}"] for r in sp.einsum.use(t).ranks)
     fills, inst, between = cols[f"f:{t}"], cols["inst"], cols[f"b:{t}"]
+    moved = fills * inst * values
     inf = np.full(len(cols["energy"]), np.inf)
-    tail: dict = {}  # level -> cheapest way down from a node placed there later
-    for c in sorted(levels, reverse=True):
-        best = inf if skips_must(c, None) else pj([leaf_counts(out_t, path[c], f.ops, spread_below(c))])
-        for c2 in (x for x in levels if x > c and x in tail and not skips_must(c, x)):
-            best = np.minimum(best, pj(link_counts(out_t, path[c2], path[c], values, fills, fills, inst, 1))
-                              + tail[c2])
-        tail[c] = best
     if k is None:
-        return _least([tail[c] for c in candidates if c in tail], inf)
-    best = inf if skips_must(k, None) else pj([leaf_counts(out_t, path[k], f.ops, between * spread_below(k))])
+        return _least([_affine_min(tails[c], moved) for c in candidates if c in tails], inf)
+    best = inf if _skips(sp.must[t], k, None) else _pj(f, t, [leaf_counts(out_t, sp.path[k], f.ops,
+                                                                          between * _spread_below(f, t, k, placed))])
     for c in candidates:
-        if c in tail and not skips_must(k, c):
-            best = np.minimum(best, pj(link_counts(out_t, path[c], path[k], values, fills, fills, inst, between))
-                              + tail[c])
+        if c in tails and not _skips(sp.must[t], k, c):
+            link = _pj(f, t, link_counts(out_t, sp.path[c], sp.path[k], values, fills, fills, inst, between))
+            best = np.minimum(best, link + _affine_min(tails[c], moved))
     return best
+
+
+@lru_cache(maxsize=1 << 14)
+def _tails(f: EnergyFloor, t: str, placed: frozenset, kept_out: frozenset) -> dict:
+    """Per level c tensor t may use: the cheapest way down from a node placed at c later,
+    as affine pieces (a, b), costing the least of a * moved + b, where moved is the fills x
+    instances x values at the point above it. A later node's links have no parent placed
+    yet (spread 1) and no partial sums (its tile and fills are this point's), so each link
+    is linear in moved; the leaf at c is a constant."""
+    sp = f.space
+    out_t = sp.einsum.is_output(t)
+    levels = [c for c in sp.allowed[t] if c not in kept_out]
+    tails: dict = {}
+    for c in sorted(levels, reverse=True):
+        pieces = [] if _skips(sp.must[t], c, None) else \
+            [(0.0, _pj(f, t, [leaf_counts(out_t, sp.path[c], f.ops, _spread_below(f, t, c, placed))]))]
+        for c2 in (x for x in levels if x > c and not _skips(sp.must[t], c, x)):
+            a = _pj(f, t, link_counts(out_t, sp.path[c2], sp.path[c], 1, 1, 1, 1, 1))
+            pieces += [(a + a2, b2) for a2, b2 in tails[c2]]
+        tails[c] = tuple(p for p in pieces if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in pieces))
+    return tails
+
+
+def _affine_min(pieces: tuple, moved: np.ndarray) -> np.ndarray:
+    out = np.full(len(moved), np.inf)
+    for a, b in pieces:
+        out = np.minimum(out, a * moved + b)
+    return out
+
+
+def _pj(f: EnergyFloor, t: str, counts) -> np.ndarray | float:
+    return sum(amount * (f.bits[t] * f.energy[(kind, lv)]) for kind, lv, amount in counts)
+
+
+def _skips(must, a: int, b: int | None) -> bool:
+    """Whether a node at level a followed by one at b (None: the leaf) skips a level in `must`."""
+    return any(a < m and (b is None or m < b) for m in must)
+
+
+def _spread_below(f: EnergyFloor, t: str, c: int, placed: frozenset) -> int:
+    """The most spread the fanouts below level c that may still get spatial loops offer t."""
+    return math.prod(by[t] for j, by in f.spread.items() if j > c and j not in placed)
 
 
 def _least(arrays: list, default: np.ndarray) -> np.ndarray:

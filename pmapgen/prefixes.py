@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -37,6 +38,7 @@ from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, roots, space
+from pmapgen.tiles import divisor_chains
 from workloads.model import Workload
 
 
@@ -464,7 +466,8 @@ def _divisor_choices(extent: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarra
     """(row index, bound) for every bound >= 2 dividing each row's extent (with the tile
     extent / bound in `allowed`, if given)."""
     uniq, inv = np.unique(extent, return_inverse=True)
-    per = [[b for b in range(2, int(u) + 1) if u % b == 0 and (not allowed or u // b in allowed)] for u in uniq]
+    allowed = tuple(sorted(allowed)) if allowed else None
+    per = [_bounds(int(u), allowed) for u in uniq]
     counts = np.array([len(x) for x in per], dtype=np.int64)
     flat = np.array([b for x in per for b in x], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
@@ -472,6 +475,12 @@ def _divisor_choices(extent: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarra
     rows = np.repeat(np.arange(len(extent)), reps)
     offset = np.arange(len(rows)) - np.repeat(np.cumsum(reps) - reps, reps)
     return rows, flat[starts[inv.reshape(-1)][rows] + offset]
+
+
+@lru_cache(maxsize=None)
+def _bounds(extent: int, allowed: tuple | None) -> tuple[int, ...]:
+    """Every loop bound >= 2 dividing `extent` (the tile extent / bound in `allowed`, if given)."""
+    return tuple(extent // t for (t,) in reversed(divisor_chains(extent, 1)) if not allowed or t in allowed)
 
 
 def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
