@@ -11,7 +11,8 @@ join can search exactly:
    one keeps a pmapping, at most the lowest energy t_e of the pmappings found for it so
    far (a real pmapping's, so t_e >= min_e: the frontier within it holds a lowest-energy
    pmapping; `pmapgen.prefixes.generate_by_rising_budgets`). The join over these tables
-   is the best mapping made of such pmappings; it may lower U. Every Einsum runs even when one hits the time limit:
+   together with the pmappings found before is the best mapping made of either; it may
+   lower U, and it is kept as the result even if the proof then cannot complete. Every Einsum runs even when one hits the time limit:
    a search cut short still bounds its minimum from below (`Stats.lower_bound`), and the
    sum of the minima and those bounds bounds the optimum (`Proof.lower`).
 2. **budgets**: each Einsum is searched again with min_e + (U - sum of minima) as budget,
@@ -26,12 +27,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import pandas as pd
 
 from arch.model import Arch
-from ffm.search import search
+from ffm.search import SearchResult, search
 from pmapgen import Constraints, Stats, generate_all
+from pmapgen.all_einsums import union
 from pmapgen.prefixes import energy_lower_bound
 from workloads.model import Workload
 
@@ -72,16 +75,21 @@ def einsum_budgets(bound: float, minima: dict[str, float]) -> dict[str, float]:
     return {e: m + slack for e, m in minima.items()}
 
 
-def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str, pd.DataFrame],
+def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, tuple],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
-                 workers: int | None = None, progress: bool = True):
-    """(results, Proof, found): `generate_all`-style results whose join is the exact energy
-    optimum when `Proof.proven`, else None; `found` is that join's SearchResult when this
-    function already ran it (step 2 skipped), else None. `bound` is the energy of a valid mapping made of rows of
-    `tables` (pmappings found so far, one table per Einsum)."""
+                 workers: int | None = None, progress: bool = True,
+                 join_tables: Callable[[dict[str, pd.DataFrame], str], SearchResult] | None = None):
+    """(results, best, Proof): `best` is the best mapping the proof's tables gave (a
+    SearchResult over `results`, `generate_all`-style): the exact energy optimum when
+    `Proof.proven`; otherwise the join of step 1's tables together with `found`'s when it
+    beats `bound`; else both are None. `found` holds the pmappings found so far
+    (`generate_all`-style, per Einsum (table, templates, stats)), `bound` the energy of a
+    valid mapping made of their rows. `join_tables(tables, name)` runs a join (default:
+    `ffm.search.search` for energy), so a caller can show progress."""
     start = time.perf_counter()
     order = tuple(workload.einsum_names)
     steps = []
+    join_tables = join_tables or (lambda tabs, name: search(tabs, workload, arch, "energy"))
 
     def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False):
         res = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
@@ -90,27 +98,34 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, tables: dict[str,
         steps.append((name, {e: r[2] for e, r in res.items()}))
         return res, tuple(e for e in order if e not in res or not res[e][2].complete)
 
-    def proof(minima: dict[str, float], **kwargs) -> Proof:
+    def proof(minima: dict[str, float], bound: float, **kwargs) -> Proof:
         first = steps[0][1] if steps else {}
         # a rising search's bound already includes the energy floor it started from
         lower = sum(minima[e] if e in minima else first[e].lower_bound if e in first else
                     energy_lower_bound(e, workload, arch, (constraints or {}).get(e)) for e in order)
         return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, **kwargs)
 
-    found = {e: float(tables[e]["energy"].min()) for e in order}
-    res, incomplete = run(found, "minima", stop=False, rising=True)
+    lowest = {e: float(found[e][0]["energy"].min()) for e in order}
+    res, incomplete = run(lowest, "minima", stop=False, rising=True)
     done = [e for e in order if e not in incomplete]
     if any(res[e][0].empty for e in done):  # cannot happen: each holds the pmapping found or a better one
         raise RuntimeError("an energy budget at a found pmapping's own energy kept nothing")
     minima = {e: float(res[e][0]["energy"].min()) for e in done}
+    # the best mapping of pmappings found so far or by step 1 (each Einsum's least-energy
+    # ones): it may lower U even when the proof cannot complete
+    both = union(found, res)
+    joined = join_tables({e: r[0] for e, r in both.items()}, "join (proof: minima)")
+    best = None
+    if not joined.best.empty and float(joined.best["energy"].iloc[0]) < bound:
+        bound, best = float(joined.best["energy"].iloc[0]), (both, joined)
     if incomplete:
-        return None, proof(minima, incomplete=incomplete), None
-    joined = search({e: r[0] for e, r in res.items()}, workload, arch, "energy")
-    if not joined.best.empty:
-        bound = min(bound, float(joined.best["energy"].iloc[0]))
+        return *(best or (None, None)), proof(minima, bound, incomplete=incomplete)
     budgets = einsum_budgets(bound, minima)
     searched = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
-    if any(budgets[e] > searched[e] * (1 + RTOL) for e in order):
-        res, incomplete = run(budgets, "budgets", stop=True)
-        joined = None
-    return (None if incomplete else res), proof(minima, budgets=budgets, incomplete=incomplete), joined
+    if all(budgets[e] <= searched[e] * (1 + RTOL) for e in order):
+        # step 1's tables hold every pmapping within its budget: their join is the optimum
+        return both, joined, proof(minima, bound, budgets=budgets)
+    res, incomplete = run(budgets, "budgets", stop=True)
+    if incomplete:
+        return *(best or (None, None)), proof(minima, bound, budgets=budgets, incomplete=incomplete)
+    return res, join_tables({e: r[0] for e, r in res.items()}, "join (proof)"), proof(minima, bound, budgets=budgets)

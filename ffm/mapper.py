@@ -163,12 +163,12 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     exhaustive = all(s.complete for _, _, s in generated.values())
     if prove and objective == "energy" and not exhaustive and not found.best.empty:
         start = time.perf_counter()
-        proven, proof, joined = prove_energy(w, a, float(found.best["energy"].iloc[0]), tables, constraints,
-                                     time_limit if proof_time_limit is None else proof_time_limit, workers, progress)
-        if proven is not None:
-            found = joined if joined is not None else _search({e: t for e, (t, _, _) in proven.items()}, w, a,
-                                                              objective, progress, "join (proof)")
-            results = proven
+        proven, better, proof = prove_energy(
+            w, a, float(found.best["energy"].iloc[0]), generated, constraints,
+            time_limit if proof_time_limit is None else proof_time_limit, workers, progress,
+            lambda tabs, name: _search(tabs, w, a, objective, progress, name))
+        if better is not None:  # the optimum, or a better mapping than the one found
+            found, results = better, proven
         seconds["proof"] = time.perf_counter() - start
 
     if found.best.empty and not exhaustive:

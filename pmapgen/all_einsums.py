@@ -127,3 +127,18 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         table, templates, stats = results[rep]
         out[e] = (table, templates, stats) if rep == e else (*rename(table, templates, rep, e, workload), stats)
     return out
+
+
+def union(first: dict, second: dict) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+    """Per Einsum, the rows of both `generate_all` results in one table (its `template`
+    column re-indexed into the concatenated templates), so one join can pick from either;
+    the first's Stats. Einsums missing from `second` keep the first's result."""
+    out = {}
+    for e, (table, templates, stats) in first.items():
+        if e not in second:
+            out[e] = (table, templates, stats)
+            continue
+        other, other_templates, _ = second[e]
+        other = other.assign(template=other["template"] + len(templates))
+        out[e] = (pd.concat([table, other], ignore_index=True), templates + other_templates, stats)
+    return out
