@@ -56,6 +56,7 @@ class Proof:
     incomplete: tuple[str, ...] = ()
     steps: tuple[tuple[str, dict[str, Stats]], ...] = ()
     seconds: float = 0.0
+    found: float = 0.0  # the best mapping's energy before the proof (`bound` is lower if the proof found better)
 
     @property
     def proven(self) -> bool:
@@ -86,7 +87,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     (`generate_all`-style, per Einsum (table, templates, stats)), `bound` the energy of a
     valid mapping made of their rows. `join_tables(tables, name)` runs a join (default:
     `ffm.search.search` for energy), so a caller can show progress."""
-    start = time.perf_counter()
+    start, given = time.perf_counter(), bound
     order = tuple(workload.einsum_names)
     steps = []
     join_tables = join_tables or (lambda tabs, name: search(tabs, workload, arch, "energy"))
@@ -103,7 +104,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         # a rising search's bound already includes the energy floor it started from
         lower = sum(minima[e] if e in minima else first[e].lower_bound if e in first else
                     energy_lower_bound(e, workload, arch, (constraints or {}).get(e)) for e in order)
-        return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, **kwargs)
+        return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, found=given,
+                     **kwargs)
 
     lowest = {e: float(found[e][0]["energy"].min()) for e in order}
     res, incomplete = run(lowest, "minima", stop=False, rising=True)

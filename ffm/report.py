@@ -52,9 +52,12 @@ def proof_lines(proof: Proof) -> list[str]:
         skipped = [e for e in proof.incomplete if e not in proof.timed_out]
         head = (f"  Energy proof: incomplete. The budgeted search of {', '.join(proof.timed_out)} hit the time limit"
                 + (f" ({', '.join(skipped)} not started)" if skipped else "")
-                + f"; it started from the best mapping found, {energy_text(proof.bound)}. The optimum is at "
+                + f"; the best mapping found is {energy_text(proof.bound)}. The optimum is at "
                 f"least {energy_text(proof.lower)} (the sum of each Einsum's minimum where found, else a lower bound on "
                 f"it).")
+    if proof.found > proof.bound:
+        head += (f" Its first join (each Einsum's least-energy pmappings together with those found before) "
+                 f"lowered the best mapping from {energy_text(proof.found)} to {energy_text(proof.bound)}.")
     lines = textwrap.wrap(head.strip(), 100, initial_indent="  ", subsequent_indent="    ")
     if not proof.proven and proof.lower > 0:
         lines.append(f"    So the result is within {proof.bound / proof.lower:.2f}x of the optimum.")

@@ -45,7 +45,7 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
     found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
     results, best, proof = prove_energy(workload, arch, start, found, workers=1, progress=False)
     assert proof.proven and results is not None and best is not None
-    assert truth * (1 - RTOL) <= proof.bound <= start
+    assert truth * (1 - RTOL) <= proof.bound <= start and proof.found == start
     assert proof.lower <= truth * (1 + RTOL)
     _bump("budgets step run", int(len(proof.steps) == 2))
     same = {e: [o for o in order if signature(o, workload, None) == signature(e, workload, None)] for e in order}

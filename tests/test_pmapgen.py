@@ -271,6 +271,21 @@ def test_generate_all_reuses_identical_einsums_and_matches_direct_generation():
     assert {t.nodes for t in renamed_templates} >= {templates[i].nodes for i in direct["template"]}
 
 
+def test_union_of_two_results_rebuilds_every_row_as_before():
+    """`union` puts two results' rows in one table; each row still rebuilds to the same
+    pmapping (its template index moved past the first result's templates)."""
+    from pmapgen.all_einsums import union
+    w, a = kv_projections()
+    first = {e: generate(e, w, a, objectives=("energy",)) for e in w.einsum_names}
+    second = {e: generate(e, w, a, objectives=("energy", "latency")) for e in ("K", "S")}
+    both = union(first, second)
+    for e, (table, templates, _) in both.items():
+        parts = [first[e]] + ([second[e]] if e in second else [])
+        assert len(table) == sum(len(p[0]) for p in parts)
+        expected = [rebuild(row, p[1]) for p in parts for _, row in p[0].iterrows()]
+        assert [rebuild(row, templates) for _, row in table.iterrows()] == expected, e
+
+
 def test_constraints_restrict_backing_fusion_order_and_tiles():
     """Each constraint removes exactly what it names: every row of a constrained run obeys
     it, and the unconstrained run has rows that do not."""
