@@ -12,9 +12,10 @@ join can search exactly:
    far (a real pmapping's, so t_e >= min_e: the frontier within it holds a lowest-energy
    pmapping; `pmapgen.prefixes.generate_by_rising_budgets`). The join over these tables
    together with the pmappings found before is the best mapping made of either; it may
-   lower U, and it is kept as the result even if the proof then cannot complete. Every Einsum runs even when one hits the time limit:
-   a search cut short still bounds its minimum from below (`Stats.lower_bound`), and the
-   sum of the minima and those bounds bounds the optimum (`Proof.lower`).
+   lower U, and it is kept as the result even if the proof then cannot complete. Every
+   Einsum runs even when one hits the time limit: a search cut short still bounds its
+   minimum from below (`Stats.lower_bound`), and the sum of the minima and those bounds
+   bounds the optimum (`Proof.lower`).
 2. **budgets**: each Einsum is searched again with min_e + (U - sum of minima) as budget,
    unless that is at most step 1's final budget for every Einsum (then step 1's tables
    already hold every pmapping within its budget).
