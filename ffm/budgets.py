@@ -80,18 +80,19 @@ def einsum_budgets(bound: float, minima: dict[str, float]) -> dict[str, float]:
 def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, tuple],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = True,
-                 join_tables: Callable[[dict[str, pd.DataFrame], str], SearchResult] | None = None):
+                 join_tables: Callable[[dict[str, pd.DataFrame], str, float], SearchResult] | None = None):
     """(results, best, Proof): `best` is the best mapping the proof's tables gave (a
     SearchResult over `results`, `generate_all`-style): the exact energy optimum when
     `Proof.proven`; otherwise the join of step 1's tables together with `found`'s when it
     beats `bound`; else both are None. `found` holds the pmappings found so far
     (`generate_all`-style, per Einsum (table, templates, stats)), `bound` the energy of a
-    valid mapping made of their rows. `join_tables(tables, name)` runs a join (default:
-    `ffm.search.search` for energy), so a caller can show progress."""
+    valid mapping made of their rows. `join_tables(tables, name, known)` runs a join (default:
+    `ffm.search.search` for energy with `known`: the energy of a mapping the tables hold),
+    so a caller can show progress."""
     start, given = time.perf_counter(), bound
     order = tuple(workload.einsum_names)
     steps = []
-    join_tables = join_tables or (lambda tabs, name: search(tabs, workload, arch, "energy"))
+    join_tables = join_tables or (lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known))
 
     def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False):
         res = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
@@ -117,7 +118,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     # the best mapping of pmappings found so far or by step 1 (each Einsum's least-energy
     # ones): it may lower U even when the proof cannot complete
     both = union(found, res)
-    joined = join_tables({e: r[0] for e, r in both.items()}, "join (proof: minima)")
+    joined = join_tables({e: r[0] for e, r in both.items()}, "join (proof: minima)", bound)  # found's U mapping
     best = None
     if not joined.best.empty and float(joined.best["energy"].iloc[0]) < bound:
         bound, best = float(joined.best["energy"].iloc[0]), (both, joined)
@@ -131,4 +132,6 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     res, incomplete = run(budgets, "budgets", stop=True)
     if incomplete:
         return *(best or (None, None)), proof(minima, bound, budgets=budgets, incomplete=incomplete)
-    return res, join_tables({e: r[0] for e, r in res.items()}, "join (proof)"), proof(minima, bound, budgets=budgets)
+    # each pmapping of the U mapping is within its budget, so these tables hold it or better
+    return res, join_tables({e: r[0] for e, r in res.items()}, "join (proof)", bound), \
+        proof(minima, bound, budgets=budgets)

@@ -166,7 +166,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         proven, better, proof = prove_energy(
             w, a, float(found.best["energy"].iloc[0]), generated, constraints,
             time_limit if proof_time_limit is None else proof_time_limit, workers, progress,
-            lambda tabs, name: _search(tabs, w, a, objective, progress, name))
+            lambda tabs, name, known: _search(tabs, w, a, objective, progress, name, known))
         if better is not None:  # the optimum, or a better mapping than the one found
             found, results = better, proven
         seconds["proof"] = time.perf_counter() - start
@@ -189,7 +189,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 
 
-def _search(tables: dict[str, pd.DataFrame], w: Workload, a: Arch, objective: str, progress: bool, desc: str):
+def _search(tables: dict[str, pd.DataFrame], w: Workload, a: Arch, objective: str, progress: bool, desc: str,
+            known: float | None = None):
     """`ffm.search.search` with a progress bar over join steps (reset for every pass)."""
     order = tuple(w.einsum_names)
     bar = tqdm(total=len(order), desc=desc, unit="einsum", disable=not progress)
@@ -204,7 +205,7 @@ def _search(tables: dict[str, pd.DataFrame], w: Workload, a: Arch, objective: st
         bar.set_postfix_str(f"{einsum}: {kept} kept")
         bar.update()
 
-    found = search(tables, w, a, objective, on_step=step)
+    found = search(tables, w, a, objective, on_step=step, known=known)
     bar.close()
     return found
 

@@ -13,6 +13,12 @@
    bounds it. The optimum (value <= B) is never dropped, and exact pruning keeps it or a
    mapping at least as good, so the clean pass returns the exact optimum.
 
+A caller that already knows a valid mapping of objective U made of the tables' rows (or of
+rows each weakly dominated within its compatibility group by one in the tables) passes
+`known=U`: both passes then drop from the start what cannot beat U, and the clean pass
+prunes against min(B, U); a dirty pass that finds nothing under U is not retried (the U
+mapping is there for the clean pass to find).
+
 For `pareto` no single bound exists: the exact join runs (one pass). docs/search.md has the
 rules, the dirty pass's guarantee and the defaults.
 """
@@ -111,18 +117,24 @@ def _under_bound(tables: dict[str, pd.DataFrame], order: list[str], objective: s
 
 def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, objective: str = "energy",
            on_step: Callable[[str, int], None] | None = None, *, epsilon: float = DEFAULT_EPSILON,
-           dirty_only: bool = False, on_pass: Callable[[str, float], None] | None = None) -> SearchResult:
+           dirty_only: bool = False, on_pass: Callable[[str, float], None] | None = None,
+           known: float | None = None) -> SearchResult:
     """The optimal full mapping(s) for `objective` over the pmapping tables (row labels of
     `tables` are what `best["rows"]` holds).
 
     `epsilon` is the dirty pass's end-to-end factor (0: one exact pass); `dirty_only`
     returns the dirty pass's choice (within the guarantee of docs/search.md) without the
     clean pass. `on_step(einsum, kept)` is called after every join step of every pass,
-    `on_pass(name, epsilon)` before each pass.
+    `on_pass(name, epsilon)` before each pass. `known` is the objective of a valid mapping
+    the tables hold (module docstring; ignored for pareto); with `dirty_only`, an empty
+    result then means the dirty pass kept nothing under it.
     """
     crit = criteria(objective)
     order = list(workload.einsum_names)
     passes: list[Pass] = []
+    first, first_admit = tables, None
+    if known is not None and objective != "pareto" and all(len(tables[e]) for e in order):
+        first, first_admit = _under_bound(tables, order, objective, known)
 
     def run(name: str, eps: float, delta: float, tabs=tables, admit=None) -> pd.DataFrame:
         if on_pass:
@@ -137,18 +149,22 @@ def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, obje
         return SearchResult(select(full, objective), [(s.einsum, s.kept) for s in last.steps], passes, bound, eps)
 
     if epsilon <= 0 or (objective == "pareto" and not dirty_only) or any(len(tables[e]) == 0 for e in order):
-        return result(run("exact", 0.0, 0.0))
+        return result(run("exact", 0.0, 0.0, first, first_admit))
     eps = epsilon
     while True:
         delta = step_epsilon(eps, len(order) - 1)
-        full = run("dirty" if delta else "exact", eps if delta else 0.0, delta)
-        if not full.empty or not delta:
+        full = run("dirty" if delta else "exact", eps if delta else 0.0, delta, first, first_admit)
+        if not full.empty or not delta or known is not None:
             break
         eps = eps / 4 if eps / 4 >= EPSILON_FLOOR else 0.0
     if dirty_only or not delta:  # (an exact pass is the answer: nothing to clean)
         return result(full, eps=eps if delta else 0.0)
-    dirty = select(full, objective)
-    bound = float(objective_value(dirty["energy"].to_numpy(), dirty["latency"].to_numpy(), objective)[0])
+    if full.empty:  # only with `known`: the dirty pass lost every mapping under it
+        bound = known
+    else:
+        dirty = select(full, objective)
+        bound = float(objective_value(dirty["energy"].to_numpy(), dirty["latency"].to_numpy(), objective)[0])
+        bound = bound if known is None else min(bound, known)
     kept, admit = _under_bound(tables, order, objective, bound)
     clean = run("clean", 0.0, 0.0, kept, admit)
     if clean.empty:  # impossible: the dirty mapping itself is within the bound

@@ -295,6 +295,13 @@ def check(workload, arch, epsilon: float, max_combinations: int, max_evaluations
         if not math.isinf(slack[objective]):
             assert value <= factor * slack[objective] * (1 + RTOL), (objective, value, slack[objective])
             _bump("dirty guarantee checked")
+        # (d) told a valid mapping's value (the dirty one's), both passes prune against it
+        #     from the start and still return the exact optimum
+        for eps in (epsilon, 0.0):
+            told = chosen(search(tables, workload, arch, objective, epsilon=eps, known=value), tables, templates,
+                          workload, arch)
+            assert np.isclose(objective_value(told.energy_pJ, told.latency_s, objective), truth, rtol=RTOL), \
+                (objective, eps)
         _bump("dirty worse than optimum", int(value > truth * (1 + RTOL)))
         _bump("dirty retried", int(dirty.epsilon < epsilon))
     # the exact frontier's ends are the energy and latency optima
