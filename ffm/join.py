@@ -14,8 +14,9 @@ builds and evaluates every row pair of all matched groups at once with numpy, in
 about BATCH_ROWS rows.
 
 Pruning is exact by default; `join(..., delta=δ)` ε-prunes every step but the last
-(`ffm.epsilon`), and `admit` drops partial mappings that cannot beat a known bound (the
-clean pass of `ffm.search`).
+(`ffm.epsilon`), `admit` drops partial mappings that cannot beat a known bound (the
+clean pass of `ffm.search`), and `narrow` may cut each step's result further (the scout
+pass of `ffm.search` keeps only the most promising few: a heuristic, not exact).
 """
 from __future__ import annotations
 
@@ -200,13 +201,15 @@ class Step:
 def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
          objectives: tuple[str, ...] = ("energy", "latency"), on_step=None, delta: float = 0.0,
          admit: Callable[[int, pd.DataFrame], np.ndarray] | None = None,
-         trace: list[Step] | None = None, keep_peak: bool = False) -> pd.DataFrame:
+         trace: list[Step] | None = None, keep_peak: bool = False,
+         narrow: Callable[[int, pd.DataFrame], pd.DataFrame] | None = None) -> pd.DataFrame:
     """All non-dominated full mappings, one row each: `rows` holds each Einsum's table index
     label (also as `row:<einsum>` columns), then the objectives and reservation columns.
 
     `delta` > 0 ε-prunes every step but the last (the last prunes exactly: coarsening it
     would only lose precision). `admit(i, partial)` (after joining the i-th Einsum) masks
-    the rows that may still be part of a wanted mapping. `on_step(einsum, kept)` is called
+    the rows that may still be part of a wanted mapping; `narrow(i, frame)` returns the rows
+    of a step's pruned result to go on with (default: all). `on_step(einsum, kept)` is called
     after every step; `trace` collects a `Step` per step. `keep_peak` keeps every mapping whose
     peak usage of some level is not matched by a mapping at least as good (otherwise a
     mapping's peak is reported, not optimised).
@@ -227,6 +230,8 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
         partial = join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth, fresh,
                             lambda df: prune_partial(df, objectives, keep_peak=keep_peak), joined_parts)
         frame = prune_partial(partial.frame, objectives, delta if i < len(order) - 1 else 0.0, keep_peak)
+        if narrow is not None:
+            frame = narrow(i, frame).reset_index(drop=True)
         partial = Partial(frame, partial.keys)
         if trace is not None:
             trace.append(Step(e, sum(joined_parts), sum(admitted_parts), len(frame)))

@@ -17,7 +17,10 @@ A caller that already knows a valid mapping of objective U made of the tables' r
 rows each weakly dominated within its compatibility group by one in the tables) passes
 `known=U`: both passes then drop from the start what cannot beat U, and the clean pass
 prunes against min(B, U); a dirty pass that finds nothing under U is not retried (the U
-mapping is there for the clean pass to find).
+mapping is there for the clean pass to find). Without one, a **scout** pass looks for it:
+a join that goes on after each step with only the most promising partial mappings (the
+`scout` of least lower bound and the least of each compatibility group). It is fast and
+what it finds is valid, so its value serves as U; exactness still rests on the clean pass.
 
 For `pareto` no single bound exists: the exact join runs (one pass). docs/search.md has the
 rules, the dirty pass's guarantee and the defaults.
@@ -40,6 +43,7 @@ OBJECTIVES = ("energy", "latency", "edp", "pareto")
 DEFAULT_EPSILON = 0.2  # the paper's first guess (FFM §6.3), here the end-to-end factor
 EPSILON_FLOOR = 0.01  # retries go ε, ε/4, ... while >= this, then exact
 BOUND_RTOL = 1e-9  # slack on B: lower bounds and totals are summed in different orders
+SCOUT_WIDTH = 1000  # partial mappings the scout pass goes on with after each step
 
 
 def criteria(objective: str) -> tuple[str, ...]:
@@ -92,33 +96,58 @@ def select(full: pd.DataFrame, objective: str) -> pd.DataFrame:
     return full.iloc[[int(np.argmin(value))]].reset_index(drop=True)
 
 
-def _under_bound(tables: dict[str, pd.DataFrame], order: list[str], objective: str, bound: float):
-    """(tables without rows that cannot be in a mapping within `bound`, admit(i, partial)
-    for the join). A lower bound of a completion adds the smallest energy and latency
-    each remaining Einsum's table offers."""
-    limit = bound * (1 + BOUND_RTOL)
+def _completion_bound(tables: dict[str, pd.DataFrame], order: list[str], objective: str):
+    """lower(frame, missing): per row (energy and latency of some Einsums), a lower bound on
+    the objective of every full mapping completing it, adding the smallest energy and
+    latency each Einsum in `missing` (indices into `order`) offers."""
     low_e = np.array([tables[e]["energy"].min() for e in order], dtype=float)
     low_l = np.array([tables[e]["latency"].min() for e in order], dtype=float)
 
-    def within(energy, latency, rest_e: float, rest_l: float) -> np.ndarray:
-        return objective_value(np.asarray(energy, dtype=float) + rest_e,
-                               np.asarray(latency, dtype=float) + rest_l, objective) <= limit
+    def lower(frame: pd.DataFrame, missing: list[int]) -> np.ndarray:
+        return objective_value(frame["energy"].to_numpy(dtype=float) + low_e[missing].sum(),
+                               frame["latency"].to_numpy(dtype=float) + low_l[missing].sum(), objective)
 
-    kept = {}
-    for k, e in enumerate(order):
-        t = tables[e]
-        kept[e] = t[within(t["energy"], t["latency"], np.delete(low_e, k).sum(), np.delete(low_l, k).sum())]
+    return lower
+
+
+def _under_bound(tables: dict[str, pd.DataFrame], order: list[str], objective: str, bound: float):
+    """(tables without rows that cannot be in a mapping within `bound`, admit(i, partial)
+    for the join)."""
+    limit = bound * (1 + BOUND_RTOL)
+    lower = _completion_bound(tables, order, objective)
+    n = len(order)
+    kept = {e: tables[e][lower(tables[e], [j for j in range(n) if j != k]) <= limit] for k, e in enumerate(order)}
 
     def admit(i: int, partial: pd.DataFrame) -> np.ndarray:
-        return within(partial["energy"], partial["latency"], low_e[i + 1:].sum(), low_l[i + 1:].sum())
+        return lower(partial, list(range(i + 1, n))) <= limit
 
     return kept, admit
+
+
+def _most_promising(tables: dict[str, pd.DataFrame], order: list[str], objective: str, width: int):
+    """narrow(i, frame) for the scout pass: the `width` partial mappings with the least
+    lower bound, and the least of every compatibility group (so that every way the next
+    Einsums could join stays open)."""
+    lower = _completion_bound(tables, order, objective)
+
+    def narrow(i: int, frame: pd.DataFrame) -> pd.DataFrame:
+        if len(frame) <= width:
+            return frame
+        value = lower(frame, list(range(i + 1, len(order))))
+        keep = np.zeros(len(frame), dtype=bool)
+        keep[np.argpartition(value, width)[:width]] = True
+        by_value = np.argsort(value, kind="stable")
+        groups = frame["group"].to_numpy()[by_value]
+        keep[by_value[np.unique(groups, return_index=True)[1]]] = True
+        return frame[keep]
+
+    return narrow
 
 
 def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, objective: str = "energy",
            on_step: Callable[[str, int], None] | None = None, *, epsilon: float = DEFAULT_EPSILON,
            dirty_only: bool = False, on_pass: Callable[[str, float], None] | None = None,
-           known: float | None = None) -> SearchResult:
+           known: float | None = None, scout: int = SCOUT_WIDTH) -> SearchResult:
     """The optimal full mapping(s) for `objective` over the pmapping tables (row labels of
     `tables` are what `best["rows"]` holds).
 
@@ -127,22 +156,31 @@ def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, obje
     clean pass. `on_step(einsum, kept)` is called after every join step of every pass,
     `on_pass(name, epsilon)` before each pass. `known` is the objective of a valid mapping
     the tables hold (module docstring; ignored for pareto); with `dirty_only`, an empty
-    result then means the dirty pass kept nothing under it.
+    result then means the dirty pass kept nothing under it. Without `known`, a scout pass
+    that goes on with only the `scout` most promising partial mappings after each step
+    looks for one first (0: no scout; not for pareto or `dirty_only`).
     """
     crit = criteria(objective)
     order = list(workload.einsum_names)
     passes: list[Pass] = []
-    first, first_admit = tables, None
-    if known is not None and objective != "pareto" and all(len(tables[e]) for e in order):
-        first, first_admit = _under_bound(tables, order, objective, known)
+    bounded = objective != "pareto" and all(len(tables[e]) for e in order)
 
-    def run(name: str, eps: float, delta: float, tabs=tables, admit=None) -> pd.DataFrame:
+    def run(name: str, eps: float, delta: float, tabs=tables, admit=None, narrow=None) -> pd.DataFrame:
         if on_pass:
             on_pass(name, eps)
         trace: list[Step] = []
-        full = join(tabs, workload, arch, crit, on_step=on_step, delta=delta, admit=admit, trace=trace)
+        full = join(tabs, workload, arch, crit, on_step=on_step, delta=delta, admit=admit, trace=trace,
+                    narrow=narrow)
         passes.append(Pass(name, eps, delta, tuple(trace), len(full)))
         return full
+
+    if known is None and scout > 0 and bounded and not dirty_only:
+        found = select(run("scout", 0.0, 0.0, narrow=_most_promising(tables, order, objective, scout)), objective)
+        if not found.empty:
+            known = float(objective_value(found["energy"].to_numpy(), found["latency"].to_numpy(), objective)[0])
+    first, first_admit = tables, None
+    if known is not None and bounded:
+        first, first_admit = _under_bound(tables, order, objective, known)
 
     def result(full: pd.DataFrame, bound: float | None = None, eps: float = 0.0) -> SearchResult:
         last = passes[-1]

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -296,12 +297,13 @@ def check(workload, arch, epsilon: float, max_combinations: int, max_evaluations
             assert value <= factor * slack[objective] * (1 + RTOL), (objective, value, slack[objective])
             _bump("dirty guarantee checked")
         # (d) told a valid mapping's value (the dirty one's), both passes prune against it
-        #     from the start and still return the exact optimum
-        for eps in (epsilon, 0.0):
-            told = chosen(search(tables, workload, arch, objective, epsilon=eps, known=value), tables, templates,
-                          workload, arch)
+        #     from the start and still return the exact optimum; so does the search
+        #     without a scout, and with a scout of width 1
+        for kwargs in ({"epsilon": epsilon, "known": value}, {"epsilon": 0.0, "known": value},
+                       {"epsilon": epsilon, "scout": 0}, {"epsilon": epsilon, "scout": 1}):
+            told = chosen(search(tables, workload, arch, objective, **kwargs), tables, templates, workload, arch)
             assert np.isclose(objective_value(told.energy_pJ, told.latency_s, objective), truth, rtol=RTOL), \
-                (objective, eps)
+                (objective, kwargs)
         _bump("dirty worse than optimum", int(value > truth * (1 + RTOL)))
         _bump("dirty retried", int(dirty.epsilon < epsilon))
     # the exact frontier's ends are the energy and latency optima
@@ -378,11 +380,11 @@ def test_retry_shrinks_epsilon_then_goes_exact(monkeypatch):
         return join
 
     monkeypatch.setattr(fs, "join", failing_above(0.0))
-    r = search(tables, w, a, "edp", epsilon=0.2)
+    r = search(tables, w, a, "edp", epsilon=0.2, scout=0)  # (a scout's bound would stop the retries)
     assert [(p.name, p.epsilon) for p in r.passes] == [("dirty", 0.2), ("dirty", 0.05), ("dirty", 0.0125), ("exact", 0)]
     assert r.bound is None and r.epsilon == 0 and r.best["rows"].tolist() == exact["rows"].tolist()
     monkeypatch.setattr(fs, "join", failing_above(0.02))
-    r = search(tables, w, a, "edp", epsilon=0.2)
+    r = search(tables, w, a, "edp", epsilon=0.2, scout=0)
     assert [(p.name, p.epsilon) for p in r.passes] == [("dirty", 0.2), ("dirty", 0.05), ("dirty", 0.0125), ("clean", 0)]
     assert r.epsilon == 0.0125 and r.bound is not None
     assert np.isclose(r.best["energy"][0] * r.best["latency"][0], exact["energy"][0] * exact["latency"][0], rtol=RTOL)
@@ -393,7 +395,7 @@ def test_search_records_passes_and_bound():
     tables = {e: generate(e, w, a)[0] for e in w.einsum_names}
     steps = []
     r = search(tables, w, a, "energy", on_step=lambda e, k: steps.append((e, k)))
-    assert [p.name for p in r.passes] == ["dirty", "clean"]
+    assert [p.name for p in r.passes] == ["scout", "dirty", "clean"]
     assert r.steps == [(s.einsum, s.kept) for s in r.passes[-1].steps]
     assert steps == [(s.einsum, s.kept) for p in r.passes for s in p.steps]
     assert r.bound >= r.best["energy"][0] * (1 - RTOL)
@@ -414,12 +416,36 @@ def test_dirty_pass_prunes_more_and_clean_pass_admits_less():
          "bandwidth": "1 GB/s"},
         {"compute": "MAC", "energy": "1 pJ"}]})
     tables = {e: generate(e, w, a)[0] for e in w.einsum_names}
-    exact = search(tables, w, a, "energy", epsilon=0)
-    r = search(tables, w, a, "energy")
+    exact = search(tables, w, a, "energy", epsilon=0, scout=0)
+    r = search(tables, w, a, "energy", scout=0)
     dirty, clean = r.passes
     assert sum(s.kept for s in dirty.steps[:-1]) < sum(s.kept for s in exact.passes[0].steps[:-1])
     assert sum(s.admitted for s in clean.steps[1:]) < sum(s.joined for s in exact.passes[0].steps[1:]) / 10
     assert r.best["energy"][0] == exact.best["energy"][0]
+
+
+def test_scout_keeps_few_partial_mappings_and_its_bound_prunes_the_dirty_pass():
+    """The scout goes on, after each step, with the `scout` partial mappings of least lower
+    bound plus the least of every compatibility group; what it finds bounds the dirty pass
+    from the start, and the answer stays the exact one."""
+    import ffm.search as fs
+    tables = {"A": pd.DataFrame({"energy": [0.0], "latency": [0.0]}),
+              "B": pd.DataFrame({"energy": [2.0, 4.0], "latency": [1.0, 0.0]})}
+    frame = pd.DataFrame({"group": [0, 0, 1, 1, 2, 0], "energy": [5.0, 1.0, 7.0, 3.0, 9.0, 2.0],
+                          "latency": [0.0] * 6})
+    for width, energies in ((1, [1.0, 3.0, 9.0]), (3, [1.0, 3.0, 9.0, 2.0]), (6, frame["energy"].tolist())):
+        kept = fs._most_promising(tables, ["A", "B"], "energy", width)(0, frame)
+        assert kept["energy"].tolist() == sorted(energies, key=frame["energy"].tolist().index)
+    w, a = two_einsums()
+    tables = {e: generate(e, w, a)[0] for e in w.einsum_names}
+    exact = search(tables, w, a, "energy", epsilon=0, scout=0)
+    plain = search(tables, w, a, "energy", scout=0)
+    r = search(tables, w, a, "energy", scout=1)
+    scout, dirty, clean = r.passes
+    assert scout.name == "scout" and scout.found >= 1
+    assert sum(s.admitted for s in dirty.steps) <= sum(s.admitted for s in plain.passes[0].steps)
+    assert r.bound >= r.best["energy"][0] * (1 - RTOL)
+    assert np.isclose(r.best["energy"][0], exact.best["energy"][0], rtol=RTOL)
 
 
 # ---------------------------------------------------------------- the ε-filter itself
