@@ -146,17 +146,64 @@ def evaluate_template(template: Template, tiles: np.ndarray, workload: Workload,
     return to_frame([template_rows(template, tiles, workload, arch)], workload, arch, [0])
 
 
-def _compat_keys(template: Template, tiles: np.ndarray, einsum, shared, fused: int, workload: Workload) -> list:
-    """Per row: ((tensor, c_T) per shared tensor, ((rank, tile, spatial) per fused loop)),
-    with c_T as `looptree.validate.compatibility` gives it (tiles filled in per row)."""
+def _key_skeleton(template: Template, einsum, fused: int, workload: Workload) -> tuple[list, list]:
+    """A template's compatibility key with tile slot numbers where the tiles go: c_T per
+    shared tensor (`looptree.validate.compatibility`) and (rank, slot, spatial) per fused
+    loop."""
     skeleton = template.with_tiles(list(range(template.n_slots)))  # tiles = slot numbers
     per_tensor = [(t, compatibility(skeleton, t, workload)) for t in sorted(einsum.tensors) if workload.is_shared(t)]
     fused_slots = [(lp.rank_variable, lp.tile, lp.spatial) for lp in canonical_loops(skeleton.loops[:fused])]
+    return per_tensor, fused_slots
+
+
+def _key_shape(template: Template, workload: Workload, arch: Arch) -> tuple[tuple, list[int]]:
+    """(the key without its tile values, the slots whose values fill it in, in order): two
+    rows have equal compatibility keys exactly when these are equal and so are the values."""
+    e, _, fused = _fused_structure(template, workload, arch)
+    per_tensor, fused_slots = _key_skeleton(template, e, fused, workload)
+    shape = (tuple((t, level, tuple((pos, sp) for pos, _, sp in loops)) for t, (level, loops) in per_tensor),
+             tuple((r, sp) for r, _, sp in fused_slots))
+    slots = [k for _, (_, loops) in per_tensor for _, k, _ in loops] + [k for _, k, _ in fused_slots]
+    return shape, slots
+
+
+def _compat_keys(template: Template, tiles: np.ndarray, einsum, shared, fused: int, workload: Workload) -> list:
+    """Per row: ((tensor, c_T) per shared tensor, ((rank, tile, spatial) per fused loop)),
+    with c_T as `looptree.validate.compatibility` gives it (tiles filled in per row)."""
+    per_tensor, fused_slots = _key_skeleton(template, einsum, fused, workload)
     keys = []
     for row in tiles.tolist():
         key = tuple((t, (level, tuple((pos, row[k], sp) for pos, k, sp in loops))) for t, (level, loops) in per_tensor)
         keys.append((key, tuple((r, row[k], sp) for r, k, sp in fused_slots)))
     return keys
+
+
+def prune_across_templates(kept: list[Rows], workload: Workload, arch: Arch, objectives=OBJECTIVES) -> list[Rows]:
+    """Each template's rows cut to those `prune(to_frame(kept))` keeps (the frontier of each
+    compatibility group over all templates), found on numbers before any per-row key or
+    table is built: most rows of a large Einsum go here."""
+    if not kept:
+        return kept
+    shapes: dict = {}
+    codes = []
+    for r in kept:
+        shape, slots = _key_shape(r.template, workload, arch)
+        codes.append((shapes.setdefault(shape, len(shapes)), r.tiles[:, slots]))
+    sizes = [len(r.tiles) for r in kept]
+    key = np.full((sum(sizes), 1 + max(v.shape[1] for _, v in codes)), -1, dtype=np.int64)
+    res = list(dict.fromkeys(c for r in kept for c in r.columns if c.startswith("res:")))
+    x = np.full((len(key), len(res) + len(objectives)), np.inf)  # a missing reservation: as in prune, inf
+    at = 0
+    for r, (sid, values), n in zip(kept, codes, sizes):
+        key[at:at + n, 0] = sid
+        key[at:at + n, 1:1 + values.shape[1]] = values
+        for j, c in enumerate(res + list(objectives)):
+            if c in r.columns:
+                x[at:at + n, j] = r.columns[c]
+        at += n
+    keep = pareto_mask(x, group_labels(key))
+    bounds = np.cumsum([0] + sizes)
+    return [r.take(keep[bounds[i]:bounds[i + 1]]) for i, r in enumerate(kept)]
 
 
 def prune(df: pd.DataFrame, objectives=OBJECTIVES) -> pd.DataFrame:
@@ -207,7 +254,11 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
         return empty, [], Stats(explored, evaluated, 0, complete, time.perf_counter() - start, lower_bound, budget)
-    table = prune(to_frame(kept, workload, arch, list(range(len(kept)))), objectives).reset_index(drop=True)
+    # columns as `to_frame` of every template would have them, though some templates lose every row
+    columns = list(dict.fromkeys(c for r in kept for c in [*r.columns, "tiles", "fused_depth", "compat", "template"]))
+    cut = prune_across_templates(kept, workload, arch, objectives)
+    ids = [i for i, r in enumerate(cut) if len(r.tiles)]
+    table = to_frame([cut[i] for i in ids], workload, arch, ids).reindex(columns=columns).reset_index(drop=True)
     table.insert(0, "einsum", einsum)
     return table, [r.template for r in kept], Stats(explored, evaluated, len(table), complete,
                                                     time.perf_counter() - start, lower_bound, budget)

@@ -12,10 +12,12 @@ import workloads
 from looptree.model import analyze, cost
 from looptree.nodes import Loop
 from looptree.validate import normalize, validate_pmapping
-from pmapgen.generate import OBJECTIVES, evaluate_template, generate, rebuild
+from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, prune, prune_across_templates, prune_rows,
+                              rebuild, template_rows, to_frame)
 from pmapgen.pareto import pareto_mask
 from pmapgen.prefixes import energy_lower_bound, generate_by_prefixes
-from pmapgen.templates import Template
+from pmapgen.templates import Template, templates
+from pmapgen.tiles import tile_shape_chunks
 from tests.oracle import all_pmappings
 from tests.strategies import arch_specs_, einsum_specs
 
@@ -109,6 +111,27 @@ def test_prefix_search_equals_template_enumeration(problem):
     """Pruning partial pmappings loses nothing: per compatibility group, the prefix search
     keeps exactly the frontier that evaluating every template's every tile shape keeps."""
     same_frontiers(*problem)
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=2), st.sampled_from([OBJECTIVES, ("energy",)]))  # 3 levels: up to a minute a case
+def test_pruning_across_templates_on_numbers_equals_pruning_the_table(problem, objectives):
+    """`prune_across_templates` (groups from numbers) keeps exactly the rows `prune` keeps of
+    the table of every template's rows (groups from the compatibility keys)."""
+    w, a = problem
+    for e in w.einsum_names:
+        kept = [prune_rows(template_rows(t, tiles, w, a), objectives)
+                for unit in a.computes_for(w.einsum(e)) for t in templates(w.einsum(e), w, a, unit.name)
+                for tiles in tile_shape_chunks(t, w, a)]
+        kept = [r for r in kept if len(r.tiles)]
+        if not kept:
+            continue
+        table = prune(to_frame(kept, w, a, list(range(len(kept)))), objectives).reset_index(drop=True)
+        cut = prune_across_templates(kept, w, a, objectives)
+        ids = [i for i, r in enumerate(cut) if len(r.tiles)]
+        assert sum(len(r.tiles) for r in cut) == len(table)
+        pd.testing.assert_frame_equal(to_frame([cut[i] for i in ids], w, a, ids).reset_index(drop=True),
+                                      table[[c for c in table.columns if table[c].notna().any()]], check_like=True)
 
 
 @settings(max_examples=8, **SETTINGS)
