@@ -179,9 +179,9 @@ def _compat_keys(template: Template, tiles: np.ndarray, einsum, shared, fused: i
 
 
 def prune_across_templates(kept: list[Rows], workload: Workload, arch: Arch, objectives=OBJECTIVES) -> list[Rows]:
-    """Each template's rows cut to those `prune(to_frame(kept))` keeps (the frontier of each
-    compatibility group over all templates), found on numbers before any per-row key or
-    table is built: most rows of a large Einsum go here."""
+    """Each template's rows cut to the Pareto frontier of their compatibility group over all
+    templates (FFM §3.2), found on numbers before any per-row key or table is built: most
+    rows of a large Einsum go here."""
     if not kept:
         return kept
     shapes: dict = {}
@@ -192,7 +192,7 @@ def prune_across_templates(kept: list[Rows], workload: Workload, arch: Arch, obj
     sizes = [len(r.tiles) for r in kept]
     key = np.full((sum(sizes), 1 + max(v.shape[1] for _, v in codes)), -1, dtype=np.int64)
     res = list(dict.fromkeys(c for r in kept for c in r.columns if c.startswith("res:")))
-    x = np.full((len(key), len(res) + len(objectives)), np.inf)  # a missing reservation: as in prune, inf
+    x = np.full((len(key), len(res) + len(objectives)), np.inf)  # a reservation a template lacks: inf
     at = 0
     for r, (sid, values), n in zip(kept, codes, sizes):
         key[at:at + n, 0] = sid
@@ -204,16 +204,6 @@ def prune_across_templates(kept: list[Rows], workload: Workload, arch: Arch, obj
     keep = pareto_mask(x, group_labels(key))
     bounds = np.cumsum([0] + sizes)
     return [r.take(keep[bounds[i]:bounds[i + 1]]) for i, r in enumerate(kept)]
-
-
-def prune(df: pd.DataFrame, objectives=OBJECTIVES) -> pd.DataFrame:
-    """Keep the Pareto frontier of each compatibility group (FFM §3.2)."""
-    if df.empty:
-        return df
-    crit = [c for c in df.columns if c.startswith("res:")] + list(objectives)
-    groups = pd.factorize(df["compat"])[0]
-    x = df[crit].to_numpy(dtype=np.float64, na_value=np.inf)
-    return df[pareto_mask(x, groups)]
 
 
 def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,

@@ -12,7 +12,7 @@ import workloads
 from looptree.model import analyze, cost
 from looptree.nodes import Loop
 from looptree.validate import normalize, validate_pmapping
-from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, prune, prune_across_templates, prune_rows,
+from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, prune_across_templates, prune_rows,
                               rebuild, template_rows, to_frame)
 from pmapgen.pareto import pareto_mask
 from pmapgen.prefixes import energy_lower_bound, generate_by_prefixes
@@ -101,7 +101,7 @@ def frontier(table, objectives=OBJECTIVES):
     crit = sorted(c for c in table.columns if c.startswith("res:") and table[c].notna().any()) + list(objectives)
     x = np.round(table[crit].to_numpy(dtype=float), 9)
     keys = [repr(k) for k in table["compat"]]
-    keep = pareto_mask(np.nan_to_num(x, nan=np.inf), pd.factorize(pd.Series(keys))[0])  # no reservation: as pmapgen.prune
+    keep = pareto_mask(np.nan_to_num(x, nan=np.inf), pd.factorize(pd.Series(keys))[0])  # no reservation: inf, as pmapgen does
     return {(k, *np.nan_to_num(row, nan=-1.0)) for k, row, kept in zip(keys, x, keep) if kept}
 
 
@@ -116,8 +116,8 @@ def test_prefix_search_equals_template_enumeration(problem):
 @settings(max_examples=10, **SETTINGS)
 @given(small_problems(max_levels=2), st.sampled_from([OBJECTIVES, ("energy",)]))  # 3 levels: up to a minute a case
 def test_pruning_across_templates_on_numbers_equals_pruning_the_table(problem, objectives):
-    """`prune_across_templates` (groups from numbers) keeps exactly the rows `prune` keeps of
-    the table of every template's rows (groups from the compatibility keys)."""
+    """`prune_across_templates` (groups from numbers) keeps exactly the rows the Pareto filter
+    keeps of the table of every template's rows grouped by their compatibility keys."""
     w, a = problem
     for e in w.einsum_names:
         kept = [prune_rows(template_rows(t, tiles, w, a), objectives)
@@ -126,7 +126,10 @@ def test_pruning_across_templates_on_numbers_equals_pruning_the_table(problem, o
         kept = [r for r in kept if len(r.tiles)]
         if not kept:
             continue
-        table = prune(to_frame(kept, w, a, list(range(len(kept)))), objectives).reset_index(drop=True)
+        table = to_frame(kept, w, a, list(range(len(kept))))
+        crit = [c for c in table.columns if c.startswith("res:")] + list(objectives)
+        x = table[crit].to_numpy(dtype=np.float64, na_value=np.inf)  # a reservation a template lacks: inf
+        table = table[pareto_mask(x, pd.factorize(table["compat"])[0])].reset_index(drop=True)
         cut = prune_across_templates(kept, w, a, objectives)
         ids = [i for i, r in enumerate(cut) if len(r.tiles)]
         assert sum(len(r.tiles) for r in cut) == len(table)
