@@ -151,7 +151,7 @@ def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, obje
     """The optimal full mapping(s) for `objective` over the pmapping tables (row labels of
     `tables` are what `best["rows"]` holds).
 
-    `epsilon` is the dirty pass's end-to-end factor (0: one exact pass); `dirty_only`
+    `epsilon` is the dirty pass's end-to-end factor (0: one exact pass, after the scout); `dirty_only`
     returns the dirty pass's choice (within the guarantee of docs/search.md) without the
     clean pass. `on_step(einsum, kept)` is called after every join step of every pass,
     `on_pass(name, epsilon)` before each pass. `known` is the objective of a valid mapping
