@@ -120,6 +120,8 @@ def report_text(evaluation, workload: Workload, arch: Arch, title: str = "") -> 
             continue
         total = sum(row.values())
         parts = ", ".join(f"{t} {energy_text(v)}" for t, v in sorted(row.items(), key=lambda kv: -kv[1]) if v)
+        if not parts:  # accessed, but free in this arch: say what is there rather than nothing
+            parts = ", ".join(sorted(row)) + " (accesses cost 0 pJ here)"
         out.append(f"  {m.name:<14}{energy_text(total):>12}   {parts}")
     compute = sum(r.compute_energy_pJ for r in ev.per_einsum.values())
     out.append(f"  {'compute':<14}{energy_text(compute):>12}")

@@ -88,4 +88,9 @@ def test_shipped_gpt3_unfused_example_is_valid_on_tpuv4i(capsys):
     for weight in ("WV", "WK", "WQ", "WZ", "WFFA", "WFFB"):
         assert ev.accesses["DRAM"][weight]["reads"] == w.tensors[weight].values
     assert main(["looptree/examples/gpt3_tpuv4i_unfused.json"]) == 0
-    assert "S-for (Y) d: 128 tiles of 1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "S-for (Y) d: 128 tiles of 1" in out
+    # the register costs 0 pJ per access: its line names what it holds instead of nothing
+    register = next(line for line in out.splitlines() if line.strip().startswith("Register") and " J " in line)
+    held = sorted(t for t, v in ev.accesses["Register"].items())
+    assert register.split(" J ")[1].strip() == ", ".join(held) + " (accesses cost 0 pJ here)"
