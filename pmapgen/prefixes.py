@@ -113,6 +113,8 @@ class _Search:
         self.incoming: dict[Key, list] = {}
         self.by_progress: dict[int, list[Key]] = {}
         self.done: list[tuple[Key, int, dict]] = []
+        self._shapes: dict = {}  # Prefix -> `_shape`
+        self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self.stats = Stats()
         self.floor = energy_floor_of(self.sp, workload, arch)
         self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)
@@ -162,7 +164,7 @@ class _Search:
             if m.fanout:
                 cols[f"sp:{k}"] = np.ones(1, np.int64)
         cols["energy"] = np.zeros(1)
-        for lv in self.path:
+        for lv in self.path if self.latency else ():  # bits moved per port: only latency needs them
             cols[f"rb:{lv}"] = np.zeros(1)
             cols[f"wb:{lv}"] = np.zeros(1)
         for lv in self.levels:
@@ -197,9 +199,20 @@ class _Search:
             waiting.parts = [self._prune(key, _concat(waiting.parts))]
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
-        return energy_floor(self.floor, cols, dict(prefix.inner),
-                            {t: prefix.candidates(self.sp, t) for t in self.e.tensors},
-                            prefix.groups_placed | {k for k in self.floor.spread if k <= prefix.deepest})
+        return energy_floor(self.floor, cols, *self._shape(prefix)[:3])
+
+    def _shape(self, prefix: Prefix) -> tuple:
+        """(innermost level per tensor with a node, candidate levels of each tensor's next
+        node, fanout levels that can get no more spatial loops, tensors that may still get
+        a node) of a prefix: computed once per prefix, read by every batch reaching it."""
+        shape = self._shapes.get(prefix)
+        if shape is None:
+            candidates = {t: prefix.candidates(self.sp, t) for t in self.e.tensors}
+            shape = self._shapes[prefix] = (
+                dict(prefix.inner), candidates,
+                prefix.groups_placed | {k for k in self.floor.spread if k <= prefix.deepest},
+                frozenset(t for t, c in candidates.items() if c))
+        return shape
 
     def _prune(self, key: Key, cols: dict) -> dict:
         keep = self._frontier(key, cols)
@@ -342,7 +355,9 @@ class _Search:
         if depth_f is None and not prefix.fused:
             depth_f = p.depth
         self._store(out, above)
-        out = {c: np.broadcast_to(v, n).copy() if np.ndim(v) == 0 or len(v) != n else v for c, v in out.items()}
+        shape = (n,)
+        out = {c: v if type(v) is np.ndarray and v.shape == shape else np.broadcast_to(v, shape).copy()
+               for c, v in out.items()}
         ok = np.ones(n, bool)
         for lv in self.levels:
             _, capacity = capacity_unit(self.a, lv)
@@ -358,27 +373,27 @@ class _Search:
             lt = {t: 0 for t in sorted(pending)}
         self._push(self._key(prefix, fused_events, depth_f, lt), rid, move, out, np.zeros((int(ok.sum()), 0), np.int64))
 
-    def _open(self, prefix: Prefix) -> set[str]:
+    def _open(self, prefix: Prefix) -> frozenset[str]:
         """Tensors that may still get a storage node (their fills and lifetimes matter)."""
-        return {t for t in self.e.tensors if prefix.candidates(self.sp, t)}
+        return self._shape(prefix)[3]
 
     def _key(self, prefix: Prefix, fused_events, depth_f: int | None, lifetimes: dict) -> Key:
         """The merge key: below the fused region depths past F + 1 and loop counts that
         cannot bind (a rank's prime factors run out first) change nothing."""
-        loops = tuple(n if self.sp.max_loops[r] < _prime_factors(self.w.rank_sizes[r]) else 0
-                      for r, n in zip(self.sp.relevance, prefix.loops))
-        depth = prefix.depth if depth_f is None else min(prefix.depth, depth_f + 1)
-        return Key(replace(prefix, loops=loops, depth=depth), tuple(fused_events), depth_f,
-                   tuple(sorted(lifetimes.items())))
+        normal = self._normal.get((prefix, depth_f))
+        if normal is None:
+            loops = tuple(n if self.sp.max_loops[r] < _prime_factors(self.w.rank_sizes[r]) else 0
+                          for r, n in zip(self.sp.relevance, prefix.loops))
+            depth = prefix.depth if depth_f is None else min(prefix.depth, depth_f + 1)
+            normal = self._normal[prefix, depth_f] = replace(prefix, loops=loops, depth=depth)
+        return Key(normal, tuple(fused_events), depth_f, tuple(sorted(lifetimes.items())))
 
     def _access(self, out: dict, kind: str, level: str, bits) -> None:
         m = self.a.memory(level)
-        if kind == "read":
-            out[f"rb:{level}"] = out[f"rb:{level}"] + bits
-            out["energy"] = out["energy"] + bits * m.read_energy
-        else:
-            out[f"wb:{level}"] = out[f"wb:{level}"] + bits
-            out["energy"] = out["energy"] + bits * m.write_energy
+        port = "rb" if kind == "read" else "wb"
+        if self.latency:
+            out[f"{port}:{level}"] = out[f"{port}:{level}"] + bits
+        out["energy"] = out["energy"] + bits * (m.read_energy if kind == "read" else m.write_energy)
 
     def _finish(self, key: Key, cols: dict) -> dict:
         """The leaf's accesses, latency, and the final criteria of done rows."""
@@ -391,17 +406,18 @@ class _Search:
             kind, lv, amount = leaf_counts(self.e.is_output(t), self.path[inner[t]], ops, above.between[t])
             self._access(out, kind, lv, amount * self.w.tensors[t].bits)
         unit = self.a.compute(self.unit)
-        energy = out["energy"] + ops * unit.energy
-        latency = ops / (above.instances * unit.throughput) / self.a.clock_hz * np.ones(n)
-        for k, lv in enumerate(self.path):
-            used = np.ones(n)
-            for c in out:
-                if c.startswith("sp:") and int(c[3:]) <= k:
-                    used = used * out[c]
-            for x in port_times(self.a.memory(lv), out[f"rb:{lv}"], out[f"wb:{lv}"], used):
-                latency = np.maximum(latency, x)
+        final = {"energy": out["energy"] + ops * unit.energy}
+        if self.latency:
+            latency = ops / (above.instances * unit.throughput) / self.a.clock_hz * np.ones(n)
+            for k, lv in enumerate(self.path):
+                used = np.ones(n)
+                for c in out:
+                    if c.startswith("sp:") and int(c[3:]) <= k:
+                        used = used * out[c]
+                for x in port_times(self.a.memory(lv), out[f"rb:{lv}"], out[f"wb:{lv}"], used):
+                    latency = np.maximum(latency, x)
+            final["latency"] = latency
         f = key.depth_f or 0
-        final = {"energy": energy, "latency": latency}
         final.update({f"res:{lv}:{k}": out[f"res:{lv}:{k}"] for lv in self.levels for k in range(f + 1)})
         final["ft"] = np.column_stack([out[c] for c in sorted((c for c in out if c.startswith("ft:")),
                                                                 key=lambda c: int(c[3:]))] or [np.zeros(n)])

@@ -4,7 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from pmapgen.pareto import pareto_mask
+import pmapgen.pareto as pareto
+from pmapgen.pareto import group_labels, pareto_mask
 
 
 def brute(x: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -29,3 +30,20 @@ def test_matches_brute_force(x, n_groups):
 def test_two_criteria_example():
     x = np.array([[1, 5], [2, 2], [3, 3], [5, 1], [1, 5], [0.5, 9]])
     assert pareto_mask(x).tolist() == [True, True, False, True, False, True]
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(st.integers(0, 3), st.integers(1, 6), st.sampled_from([3, 5000]), st.integers(0, 2**32 - 1))
+def test_group_labels_give_equal_rows_equal_labels(k, distinct, n, seed):
+    """Both ways of labelling (sorting small inputs, hashing large ones) give rows the same
+    label exactly when they are equal."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, distinct, size=(n, k)) * 7
+    truth = np.unique(values, axis=0, return_inverse=True)[1].reshape(-1) if k else np.zeros(n, int)
+    for rows in (10**9, 0):  # sorted, then hashed
+        old, pareto.SORT_ROWS = pareto.SORT_ROWS, rows
+        try:
+            labels = group_labels(values)
+        finally:
+            pareto.SORT_ROWS = old
+        assert len(set(zip(labels.tolist(), truth.tolist()))) == len(set(truth.tolist())) == len(set(labels.tolist()))
