@@ -284,6 +284,8 @@ class _Search:
                 ok = used <= self.a.fanout_owner(loop.spatial, self.unit).dim(loop.spatial).size
                 rows, bounds = rows[ok], [x[ok] for x in bounds]
         above_lifetimes = dict(lifetimes)
+        if len(rows) and self.budget is not None:
+            rows, bounds = self._over_budget_cut(key, move, prefix, cols, rows, bounds)
         if not len(rows):
             return
         out = {c: v[rows] for c, v in cols.items() if c != "row"}
@@ -293,8 +295,7 @@ class _Search:
         n_ft = sum(c.startswith("ft:") for c in out)
         tiles = []
         for lp, b in zip(move.nodes, bounds):
-            dim = self.a.fanout_owner(lp.spatial, self.unit).dim(lp.spatial) if lp.spatial else None
-            above = after_loop(above, self.e, lp.rank_variable, b, dim)
+            above = after_loop(above, self.e, lp.rank_variable, b, self._dim(lp))
             tile = above.extents[lp.rank_variable]
             tiles.append(tile)
             if lp.spatial is not None:
@@ -314,6 +315,41 @@ class _Search:
         self._push(self._key(prefix, fused_events, key.depth_f, lt), rid, move, out,
                    np.column_stack(tiles).astype(np.int64))
 
+    def _over_budget_cut(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
+                         bounds: list) -> tuple[np.ndarray, list]:
+        """The (row, bounds) choices of a loop move without those whose energy floor exceeds
+        the budget, decided on the floor's own columns before the children are built (a
+        tight budget cuts almost all: V at batch 1, 99% of the rows spatial groups build).
+
+        A temporal loop's bound cancels out of the floor: the fills of the tensors it
+        indexes become `time` times the bound and their tiles shrink by the bound, so the
+        values they move (fills x instances x tile) are the same for every bound, and
+        nothing else the floor reads changes (`pmapgen.bounds`). So there the loop with
+        bound 1 gives every child of a row its floor, computed once per parent row."""
+        temporal = len(move.nodes) == 1 and move.nodes[0].spatial is None
+        at = np.unique(rows) if temporal else rows
+        sub = {c: cols[c][at] for c in cols if c in ("energy", "time", "inst") or c[:2] in ("e:", "t:", "f:", "b:")}
+        above = self._above(sub, key.prefix.depth, dict(key.lifetimes))
+        for lp, b in zip(move.nodes, [1] if temporal else bounds):
+            above = after_loop(above, self.e, lp.rank_variable, b, self._dim(lp))
+        self._store(sub, above)
+        pending = self._open(prefix)
+        for t in self.e.tensors:
+            if t not in pending:  # as in the children (`_extend`)
+                sub[f"f:{t}"] = np.zeros_like(sub[f"f:{t}"])
+        floor = self._floor(prefix, sub)
+        self.lowest_floor = min(self.lowest_floor, float(floor.min()))
+        ok = floor <= self.budget * (1 + BUDGET_RTOL)
+        if temporal:
+            per_parent = np.zeros(len(cols["energy"]), dtype=bool)
+            per_parent[at] = ok
+            ok = per_parent[rows]
+        return rows[ok], [b[ok] for b in bounds]
+
+    def _dim(self, loop: Loop):
+        """The fanout dim of a spatial loop (None: temporal)."""
+        return self.a.fanout_owner(loop.spatial, self.unit).dim(loop.spatial) if loop.spatial else None
+
     def _emit_storage(self, rid: int, key: Key, move: Move, cols: dict, lifetimes: dict,
                       prefix: Prefix | None = None, root: bool = False) -> None:
         """A storage run: every node's tile, its link to its parent, its reservation."""
@@ -324,6 +360,13 @@ class _Search:
             out["row"] = np.zeros(1, np.int64)
         n = len(out["row"])
         above = self._above(out, p.depth, {t: lifetimes.get(t, 0) for t in self.e.tensors})
+        fits = self._fits(move, out, above, n)
+        if not fits.all():  # most runs overflow a level for most rows: cut them before any count
+            if not fits.any():
+                return
+            out = {c: v[fits] if type(v) is np.ndarray and v.shape == (n,) else v for c, v in out.items()}
+            n = int(fits.sum())
+            above = self._above(out, p.depth, {t: lifetimes.get(t, 0) for t in self.e.tensors})
         inner = dict(p.inner) if not root else {}
         backing = dict(p.shared_onchip)
         fused_events = list(key.fused)
@@ -358,11 +401,6 @@ class _Search:
         shape = (n,)
         out = {c: v if type(v) is np.ndarray and v.shape == shape else np.broadcast_to(v, shape).copy()
                for c, v in out.items()}
-        ok = np.ones(n, bool)
-        for lv in self.levels:
-            _, capacity = capacity_unit(self.a, lv)
-            ok &= out[f"res:{lv}:{self.n_res - 1}"] + out[f"backing:{lv}"] <= capacity
-        out = {c: v[ok] for c, v in out.items()}
         pending = self._open(prefix)
         for t in self.e.tensors:
             if t not in pending:
@@ -371,7 +409,24 @@ class _Search:
               for t in sorted(pending)}
         if root:
             lt = {t: 0 for t in sorted(pending)}
-        self._push(self._key(prefix, fused_events, depth_f, lt), rid, move, out, np.zeros((int(ok.sum()), 0), np.int64))
+        self._push(self._key(prefix, fused_events, depth_f, lt), rid, move, out, np.zeros((n, 0), np.int64))
+
+    def _fits(self, move: Move, cols: dict, above, n: int) -> np.ndarray:
+        """Per row, whether the tiles of a storage run's nodes fit every level they add to,
+        with what the row holds there already (all its reservations and backing tiles:
+        every reservation is in `res:<level>:<last>`)."""
+        added: dict = {}
+        for node in move.nodes:
+            if node.level in self.levels:
+                unit, _ = capacity_unit(self.a, node.level)
+                for t in node.tensors:
+                    size = storage_tile(above, self.e, t)[0] * (1 if unit == "values" else self.w.tensors[t].bits)
+                    added[node.level] = added.get(node.level, 0) + size
+        ok = np.ones(n, dtype=bool)
+        for lv, size in added.items():
+            _, capacity = capacity_unit(self.a, lv)
+            ok &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
+        return ok
 
     def _open(self, prefix: Prefix) -> frozenset[str]:
         """Tensors that may still get a storage node (their fills and lifetimes matter)."""
@@ -505,7 +560,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search.
 
     Stats count structural prefixes processed (as `templates`) and partial rows built (as
-    `tile_shapes`). A time limit that stops the search leaves the table empty and
+    `tile_shapes`; with a budget, loop moves build only the children within it). A time limit that stops the search leaves the table empty and
     `complete` False: rows exist only once whole pmappings are reached. `budget` (pJ)
     keeps only pmappings of at most that energy, and prunes partial ones whose every
     completion exceeds it (`pmapgen.bounds`): the frontier of those within the budget.

@@ -231,6 +231,41 @@ def test_rising_budgets_find_the_minimum(problem, quantile):
         assert frontier(table, ("energy",)) == frontier(within, ("energy",)), e
 
 
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=2), st.sampled_from([1.0, 1.2, 1.5, 3.0]))
+def test_loop_children_are_cut_as_their_own_energy_floors_would_cut_them(problem, factor):
+    """A loop move's budget cut is decided before its children are built (for a temporal
+    loop once per parent row, with bound 1: the bound cancels out of the floor). Each
+    decision equals the one the floor of the fully built child gives."""
+    from looptree.model import after_loop
+    from pmapgen.constraints import Constraints
+    from pmapgen.prefixes import BUDGET_RTOL, _Search
+    checked = []
+
+    class Checked(_Search):
+        def _over_budget_cut(self, key, move, prefix, cols, rows, bounds):
+            got_rows, got_bounds = super()._over_budget_cut(key, move, prefix, cols, rows, bounds)
+            child = {c: v[rows] for c, v in cols.items()}
+            above = self._above(child, key.prefix.depth, dict(key.lifetimes))
+            for lp, b in zip(move.nodes, bounds):
+                above = after_loop(above, self.e, lp.rank_variable, b, self._dim(lp))
+            self._store(child, above)
+            for t in set(self.e.tensors) - self._open(prefix):
+                child[f"f:{t}"] = np.zeros_like(child[f"f:{t}"])
+            ok = self._floor(prefix, child) <= self.budget * (1 + BUDGET_RTOL)
+            assert np.array_equal(got_rows, rows[ok])
+            assert all(np.array_equal(g, b[ok]) for g, b in zip(got_bounds, bounds))
+            checked.append((len(rows), int(ok.sum())))
+            return got_rows, got_bounds
+
+    w, a = problem
+    for e in w.einsum_names:
+        budget = energy_lower_bound(e, w, a) * factor
+        for unit in a.computes_for(w.einsum(e)):
+            Checked(e, w, a, unit.name, Constraints(), ("energy",), budget).run(None)
+    assert checked
+
+
 @pytest.mark.slow
 @settings(max_examples=40, **SETTINGS)
 @given(small_problems(max_levels=3), st.sampled_from([0.0, 0.1, 0.3, 0.6]))
