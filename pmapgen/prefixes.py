@@ -560,11 +560,11 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search.
 
     Stats count structural prefixes processed (as `templates`) and partial rows built (as
-    `tile_shapes`; with a budget, loop moves build only the children within it). A time limit that stops the search leaves the table empty and
-    `complete` False: rows exist only once whole pmappings are reached. `budget` (pJ)
-    keeps only pmappings of at most that energy, and prunes partial ones whose every
-    completion exceeds it (`pmapgen.bounds`): the frontier of those within the budget.
-    With a budget, `Stats.lower_bound` is at most every pmapping's energy, complete or not
+    `tile_shapes`; with a budget, loop moves build only the children within it). A time
+    limit that stops the search leaves the table empty and `complete` False: rows exist
+    only once whole pmappings are reached. `budget` (pJ) keeps only pmappings of at most
+    that energy, and prunes partial ones whose every completion exceeds it
+    (`pmapgen.bounds`): the frontier of those within the budget. With a budget, `Stats.lower_bound` is at most every pmapping's energy, complete or not
     (`_Search.lower_bound`)."""
     from pmapgen.generate import result, template_rows
     begin = time.perf_counter()
