@@ -309,9 +309,7 @@ class _Search:
         pending = self._open(prefix)
         lt = {t: (min(v, key.depth_f) if key.depth_f is not None else v) for t, v in above.lifetime.items()
               if t in pending}
-        for t in self.e.tensors:
-            if t not in pending:
-                out[f"f:{t}"] = np.zeros_like(out[f"f:{t}"])
+        self._close_fills(out, prefix)
         self._push(self._key(prefix, fused_events, key.depth_f, lt), rid, move, out,
                    np.column_stack(tiles).astype(np.int64))
 
@@ -333,10 +331,7 @@ class _Search:
         for lp, b in zip(move.nodes, [1] if temporal else bounds):
             above = after_loop(above, self.e, lp.rank_variable, b, self._dim(lp))
         self._store(sub, above)
-        pending = self._open(prefix)
-        for t in self.e.tensors:
-            if t not in pending:  # as in the children (`_extend`)
-                sub[f"f:{t}"] = np.zeros_like(sub[f"f:{t}"])
+        self._close_fills(sub, prefix)
         floor = self._floor(prefix, sub)
         self.lowest_floor = min(self.lowest_floor, float(floor.min()))
         ok = floor <= self.budget * (1 + BUDGET_RTOL)
@@ -402,9 +397,7 @@ class _Search:
         out = {c: v if type(v) is np.ndarray and v.shape == shape else np.broadcast_to(v, shape).copy()
                for c, v in out.items()}
         pending = self._open(prefix)
-        for t in self.e.tensors:
-            if t not in pending:
-                out[f"f:{t}"] = np.zeros_like(out[f"f:{t}"])
+        self._close_fills(out, prefix)
         lt = {t: (min(lifetimes.get(t, 0), depth_f) if depth_f is not None else lifetimes.get(t, 0))
               for t in sorted(pending)}
         if root:
@@ -427,6 +420,14 @@ class _Search:
             _, capacity = capacity_unit(self.a, lv)
             ok &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
         return ok
+
+    def _close_fills(self, cols: dict, prefix: Prefix) -> None:
+        """Zero the fills of tensors that can get no further node: nothing multiplies them
+        any more, so rows differing only there are equal."""
+        pending = self._open(prefix)
+        for t in self.e.tensors:
+            if t not in pending:
+                cols[f"f:{t}"] = np.zeros_like(cols[f"f:{t}"])
 
     def _open(self, prefix: Prefix) -> frozenset[str]:
         """Tensors that may still get a storage node (their fills and lifetimes matter)."""
