@@ -73,58 +73,104 @@ def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
     return EnergyFloor(sp, bits, ops, ops * arch.compute(sp.unit).energy, spread, energy, tuple(tight))
 
 
-def energy_floor(f: EnergyFloor, cols: dict, inner: dict, candidates: dict, placed: frozenset) -> np.ndarray:
-    """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
-    completion. `inner`: tensor -> level index of its last node, for tensors that have
+def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset) -> "_Plan":
+    """What the floor of one prefix context needs besides the rows' columns, computed once
+    per context. `inner`: tensor -> level index of its last node, for tensors that have
     one; `candidates`: tensor -> level indices its next node may use (a tensor with no
     node: its backing); `placed`: fanout levels that can get no more spatial loops (their
     group is placed, or a storage node sits at or below them)."""
-    e = f.space.einsum
-    cheapest: dict = {}
+    return _plan(f, tuple(sorted(inner.items())), tuple(sorted((t, tuple(c)) for t, c in candidates.items())),
+                 placed)
 
-    def way_down(t: str, kept_out: frozenset) -> np.ndarray:
-        if (t, kept_out) not in cheapest:
-            cheapest[t, kept_out] = _way_down(f, cols, t, inner.get(t), candidates.get(t, ()), placed, kept_out)
-        return cheapest[t, kept_out]
 
-    choices = []  # per tight level: the sets of tensors that may have nodes there
-    for k, capacity, least in f.tight:
-        there = frozenset(t for t in least if inner.get(t) == k)
-        free = [t for t in least if t not in there]
-        choices.append([(k, there | set(s)) for n in range(len(free) + 1) for s in combinations(free, n)
-                        if sum(least[t] for t in there | set(s)) <= capacity])
+def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
+    """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
+    completion of a prefix whose context gave `plan` (`floor_plan`)."""
+    n = len(cols["energy"])
+    ways, flows = [], {}  # per way down: its cost per row; per tensor: (moved, moved // between)
+    for t, (pieces, leaf) in plan.ways:
+        if t not in flows:
+            values = math.prod(cols[f"e:{r}"] for r in f.space.einsum.use(t).ranks)
+            moved = cols[f"f:{t}"] * cols["inst"] * values
+            flows[t] = moved, moved // cols[f"b:{t}"]
+        moved, past = flows[t]
+        best = np.full(n, np.inf)
+        if pieces is not None:
+            a, b, c = pieces
+            best = (np.multiply.outer(moved, a) + np.multiply.outer(past, b) + c).min(axis=1)
+        if leaf is not None:
+            best = np.minimum(best, leaf[0] * (f.ops // (cols[f"b:{t}"] * leaf[1])))
+        ways.append(best)
     best = None
-    for choice in product(*choices):
+    for choice in plan.choices:
         total = 0
-        for t in e.tensors:
-            total = total + way_down(t, frozenset(k for k, s in choice if t not in s))
+        for i in choice:
+            total = total + ways[i]
         best = total if best is None else np.minimum(best, total)
     return cols["energy"] + f.compute_pJ + best
 
 
-def _way_down(f: EnergyFloor, cols: dict, t: str, k: int | None, candidates, placed: frozenset,
-              kept_out: frozenset) -> np.ndarray:
+@dataclass(frozen=True)
+class _Plan:
+    """The floor of one prefix context as coefficients. `ways`: per tensor and set of
+    levels kept out that some capacity choice needs, (tensor, (pieces, leaf)): its way
+    down costs the least over the pieces (a, b, c) of a * moved + b * (moved // between)
+    + c (a link from the innermost node, then a tail) and, if `leaf` = (d, s) is set, of
+    the leaf at the innermost node, d * (ops // (between * s)). `choices`: per capacity
+    choice, the index into `ways` of each tensor's way down."""
+    ways: tuple
+    choices: tuple
+
+
+@lru_cache(maxsize=1 << 14)
+def _plan(f: EnergyFloor, inner: tuple, candidates: tuple, placed: frozenset) -> _Plan:
+    inner, candidates = dict(inner), dict(candidates)
+    options = []  # per tight level: the sets of tensors that may have nodes there
+    for k, capacity, least in f.tight:
+        there = frozenset(t for t in least if inner.get(t) == k)
+        free = [t for t in least if t not in there]
+        options.append([(k, there | set(s)) for n in range(len(free) + 1) for s in combinations(free, n)
+                        if sum(least[t] for t in there | set(s)) <= capacity])
+    index: dict = {}  # (tensor, levels kept out) -> its index in `ways`
+    choices = []
+    for choice in product(*options):
+        row = []
+        for t in f.space.einsum.tensors:
+            kept_out = frozenset(k for k, s in choice if t not in s)
+            if (t, kept_out) not in index:
+                index[t, kept_out] = len(index)
+            row.append(index[t, kept_out])
+        choices.append(tuple(row))
+    ways = tuple((t, _way_down(f, t, inner.get(t), candidates.get(t, ()), placed, kept_out))
+                 for (t, kept_out) in index)  # dicts keep insertion order: index i is the i-th
+    return _Plan(ways, tuple(choices))
+
+
+def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozenset, kept_out: frozenset) -> tuple:
     """The cheapest chain of further nodes of tensor t from its innermost node at level k
     (None: no node yet; its first node is one of `candidates`, its backing) to the leaf,
-    using no level in `kept_out` (module docstring)."""
-    if k is None and not candidates:
-        return np.zeros(len(cols["energy"]))
+    using no level in `kept_out` (module docstring), as `_Plan` pieces and leaf."""
     sp = f.space
     out_t = sp.einsum.is_output(t)
+    if k is None and not candidates:
+        return (np.zeros(1), np.zeros(1), np.zeros(1)), None
     tails = _tails(f, t, placed, kept_out)
-    values = math.prod(cols[f"e:{r}"] for r in sp.einsum.use(t).ranks)
-    fills, inst, between = cols[f"f:{t}"], cols["inst"], cols[f"b:{t}"]
-    moved = fills * inst * values
-    inf = np.full(len(cols["energy"]), np.inf)
+    pieces = []
     if k is None:
-        return _least([_affine_min(tails[c], moved) for c in candidates if c in tails], inf)
-    best = inf if _skips(sp.must[t], k, None) else _pj(f, t, [leaf_counts(out_t, sp.path[k], f.ops,
-                                                                          between * _spread_below(f, t, k, placed))])
-    for c in candidates:
-        if c in tails and not _skips(sp.must[t], k, c):
-            link = _pj(f, t, link_counts(out_t, sp.path[c], sp.path[k], values, fills, fills, inst, between))
-            best = np.minimum(best, link + _affine_min(tails[c], moved))
-    return best
+        pieces = [(a, 0.0, b) for c in candidates if c in tails for a, b in tails[c]]
+        leaf = None
+    else:
+        leaf = None if _skips(sp.must[t], k, None) else \
+            (_pj(f, t, [leaf_counts(out_t, sp.path[k], 1, 1)]), _spread_below(f, t, k, placed))
+        for c in candidates:
+            if c in tails and not _skips(sp.must[t], k, c):
+                # the link is linear in moved (the child's side) and moved // between (the parent's)
+                counts = link_counts(out_t, sp.path[c], sp.path[k], 1, 1, 1, 1, 1)
+                child = _pj(f, t, [x for x in counts if x[1] == sp.path[c]])
+                parent = _pj(f, t, [x for x in counts if x[1] == sp.path[k]])
+                pieces += [(child + a, parent, b) for a, b in tails[c]]
+    arrays = tuple(np.array([p[i] for p in pieces], dtype=float) for i in range(3)) if pieces else None
+    return arrays, leaf
 
 
 @lru_cache(maxsize=1 << 14)
@@ -148,13 +194,6 @@ def _tails(f: EnergyFloor, t: str, placed: frozenset, kept_out: frozenset) -> di
     return tails
 
 
-def _affine_min(pieces: tuple, moved: np.ndarray) -> np.ndarray:
-    out = np.full(len(moved), np.inf)
-    for a, b in pieces:
-        out = np.minimum(out, a * moved + b)
-    return out
-
-
 def _pj(f: EnergyFloor, t: str, counts) -> np.ndarray | float:
     return sum(amount * (f.bits[t] * f.energy[(kind, lv)]) for kind, lv, amount in counts)
 
@@ -167,10 +206,3 @@ def _skips(must, a: int, b: int | None) -> bool:
 def _spread_below(f: EnergyFloor, t: str, c: int, placed: frozenset) -> int:
     """The most spread the fanouts below level c that may still get spatial loops offer t."""
     return math.prod(by[t] for j, by in f.spread.items() if j > c and j not in placed)
-
-
-def _least(arrays: list, default: np.ndarray) -> np.ndarray:
-    out = default
-    for a in arrays:
-        out = np.minimum(out, a)
-    return out

@@ -33,7 +33,7 @@ import numpy as np
 from arch.model import Arch
 from looptree.model import Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile
 from looptree.nodes import Loop, Storage
-from pmapgen.bounds import energy_floor, energy_floor_of
+from pmapgen.bounds import energy_floor, energy_floor_of, floor_plan
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import group_labels, pareto_mask
@@ -114,6 +114,7 @@ class _Search:
         self.by_progress: dict[int, list[Key]] = {}
         self.done: list[tuple[Key, int, dict]] = []
         self._shapes: dict = {}  # Prefix -> `_shape`
+        self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self.stats = Stats()
         self.floor = energy_floor_of(self.sp, workload, arch)
@@ -199,7 +200,10 @@ class _Search:
             waiting.parts = [self._prune(key, _concat(waiting.parts))]
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
-        return energy_floor(self.floor, cols, *self._shape(prefix)[:3])
+        plan = self._plans.get(prefix)
+        if plan is None:
+            plan = self._plans[prefix] = floor_plan(self.floor, *self._shape(prefix)[:3])
+        return energy_floor(self.floor, cols, plan)
 
     def _shape(self, prefix: Prefix) -> tuple:
         """(innermost level per tensor with a node, candidate levels of each tensor's next
