@@ -21,6 +21,16 @@ paying its link, ending in the leaf accesses at the last node.
   times what the fanouts below the last node's level that may still get spatial loops
   offer.
 - A tensor with no node yet starts at its on-chip backing (no link: its backing).
+- Refetch a tile forces (eleventh session): a node at level c holds at most what c holds
+  per instance, and the spatial loops still possible above c split a tile by at most the
+  instances their fanouts offer. A point whose tile of t exceeds that product (its
+  `_limit`) must reach c through a temporal loop indexing t, and every node after such a
+  loop moves at least `time` x instances x values of the point: the loop's fills are the
+  whole `time` above it, temporal loops indexing t cancel their bound out of the tile,
+  and the others (those over ranks t lacks, already placed or to come) only add. So a
+  link into a node at or after the first node past its limit counts those values
+  (`refetched`) instead of fills x instances x values (`moved`): a weight whose
+  register holds one value, under a loop over tokens, is read again per token tile.
 - Capacity couples the tensors at levels too small for one tile of each (a 1-value
   register): every storage node holds at least one value while the compute runs, so the
   tensors with nodes there fit the capacity together. The bound is the least sum over
@@ -54,6 +64,8 @@ class EnergyFloor:
     spread: dict  # fanout level index -> tensor -> most multicast (inputs) or reduction (output) it offers
     energy: dict  # (kind, level) -> pJ per bit
     tight: tuple  # (level index, capacity, {tensor: least tile}) of levels too small for one tile of each
+    fanout: dict  # fanout level index -> instances it offers (the product of its dims' sizes)
+    room: dict  # (level index, tensor) -> the most values of the tensor one instance of the level holds
 
 
 def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
@@ -64,13 +76,17 @@ def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
     energy = {(kind, m.name): (m.read_energy if kind == "read" else m.write_energy)
               for m in path for kind in ("read", "write")}
     bits = {t: workload.tensors[t].bits for t in einsum.tensors}
-    tight = []
+    tight, room = [], {}
     for k, m in enumerate(path):
         unit, capacity = capacity_unit(arch, m.name)
         least = {t: (1 if unit == "values" else bits[t]) for t in einsum.tensors if k in sp.allowed[t]}
         if sum(least.values()) > capacity:
             tight.append((k, capacity, least))
-    return EnergyFloor(sp, bits, ops, ops * arch.compute(sp.unit).energy, spread, energy, tuple(tight))
+        for t in einsum.tensors:
+            room[k, t] = capacity if unit == "values" or capacity == math.inf else capacity // bits[t]
+    fanout = {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout}
+    return EnergyFloor(sp, bits, ops, ops * arch.compute(sp.unit).energy, spread, energy, tuple(tight), fanout,
+                       room)
 
 
 def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset) -> "_Plan":
@@ -87,17 +103,22 @@ def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
     """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
     completion of a prefix whose context gave `plan` (`floor_plan`)."""
     n = len(cols["energy"])
-    ways, flows = [], {}  # per way down: its cost per row; per tensor: (moved, moved // between)
+    ways, flows = [], {}  # per way down: its cost per row; per tensor: what its pieces read
     for t, (pieces, leaf) in plan.ways:
         if t not in flows:
             values = math.prod(cols[f"e:{r}"] for r in f.space.einsum.use(t).ranks)
-            moved = cols[f"f:{t}"] * cols["inst"] * values
-            flows[t] = moved, moved // cols[f"b:{t}"]
-        moved, past = flows[t]
+            values = np.broadcast_to(values, n)
+            flat = cols["inst"] * values
+            flows[t] = values, cols[f"f:{t}"] * flat, cols["time"] * flat
+        values, moved, refetched = flows[t]
         best = np.full(n, np.inf)
         if pieces is not None:
-            a, b, c = pieces
-            best = (np.multiply.outer(moved, a) + np.multiply.outer(past, b) + c).min(axis=1)
+            coef, limit, parent, parent_limit, const = pieces
+            more = (refetched - moved)[:, None]
+            over = values[:, None, None] > limit  # (row, piece, link): the link's node forces a temporal loop
+            first = np.where(values[:, None] > parent_limit, refetched[:, None], moved[:, None])
+            best = (np.multiply.outer(moved, coef.sum(axis=1)) + more * (over * coef).sum(axis=2)
+                    + (first // cols[f"b:{t}"][:, None]) * parent + const).min(axis=1)
         if leaf is not None:
             best = np.minimum(best, leaf[0] * (f.ops // (cols[f"b:{t}"] * leaf[1])))
         ways.append(best)
@@ -113,11 +134,15 @@ def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
 @dataclass(frozen=True)
 class _Plan:
     """The floor of one prefix context as coefficients. `ways`: per tensor and set of
-    levels kept out that some capacity choice needs, (tensor, (pieces, leaf)): its way
-    down costs the least over the pieces (a, b, c) of a * moved + b * (moved // between)
-    + c (a link from the innermost node, then a tail) and, if `leaf` = (d, s) is set, of
-    the leaf at the innermost node, d * (ops // (between * s)). `choices`: per capacity
-    choice, the index into `ways` of each tensor's way down."""
+    levels kept out that some capacity choice needs, (tensor, (pieces, leaf)); `choices`:
+    per capacity choice, the index into `ways` of each tensor's way down.
+
+    A way down costs the least of its leaf, if `leaf` = (d, s) is set: d * (ops //
+    (between * s)), and its pieces. Piece j (a chain of nodes) costs, with M(x) the values
+    moved into a node whose threshold is x (`refetched` if values > x, else `moved`):
+    sum over its links i of coef[j, i] * M(limit[j, i]), plus parent[j] * (M(parent_limit[j])
+    // between) (the parent's side of a first link from the innermost node), plus const[j]
+    (its leaf)."""
     ways: tuple
     choices: tuple
 
@@ -153,44 +178,65 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
     sp = f.space
     out_t = sp.einsum.is_output(t)
     if k is None and not candidates:
-        return (np.zeros(1), np.zeros(1), np.zeros(1)), None
+        return None, (0.0, 1)
     tails = _tails(f, t, placed, kept_out)
-    pieces = []
+    pieces = []  # (links as (coef, threshold), parent coef, parent threshold, leaf)
     if k is None:
-        pieces = [(a, 0.0, b) for c in candidates if c in tails for a, b in tails[c]]
+        pieces = [(links, 0.0, math.inf, b) for c in candidates if c in tails for links, b in tails[c]]
         leaf = None
     else:
         leaf = None if _skips(sp.must[t], k, None) else \
             (_pj(f, t, [leaf_counts(out_t, sp.path[k], 1, 1)]), _spread_below(f, t, k, placed))
         for c in candidates:
             if c in tails and not _skips(sp.must[t], k, c):
-                # the link is linear in moved (the child's side) and moved // between (the parent's)
+                # the link is linear in the values moved into c (its side) and those over between (the parent's)
                 counts = link_counts(out_t, sp.path[c], sp.path[k], 1, 1, 1, 1, 1)
                 child = _pj(f, t, [x for x in counts if x[1] == sp.path[c]])
                 parent = _pj(f, t, [x for x in counts if x[1] == sp.path[k]])
-                pieces += [(child + a, parent, b) for a, b in tails[c]]
-    arrays = tuple(np.array([p[i] for p in pieces], dtype=float) for i in range(3)) if pieces else None
-    return arrays, leaf
+                x = _limit(f, t, c, placed)
+                pieces += [(((child, x),) + tuple((a, min(x, y)) for a, y in links), parent, x, b)
+                           for links, b in tails[c]]
+    if not pieces:
+        return None, leaf
+    width = max(len(links) for links, _, _, _ in pieces) or 1
+    coef, limit = np.zeros((len(pieces), width)), np.full((len(pieces), width), np.inf)
+    for j, (links, _, _, _) in enumerate(pieces):
+        for i, (a, x) in enumerate(links):
+            coef[j, i], limit[j, i] = a, x
+    return (coef, limit, np.array([p[1] for p in pieces]), np.array([p[2] for p in pieces]),
+            np.array([p[3] for p in pieces])), leaf
+
+
+def _limit(f: EnergyFloor, t: str, c: int, placed: frozenset) -> float:
+    """The most values of t a point may hold per instance and still reach a node at level c
+    without a temporal loop that indexes t: what c holds times the instances the fanouts
+    above it that may still get spatial loops offer. Past it, t's tile must shrink by a
+    temporal loop, and every node after that loop moves at least `time` x instances x
+    values of the point (module docstring)."""
+    return f.room[c, t] * math.prod(n for j, n in f.fanout.items() if j <= c and j not in placed)
 
 
 @lru_cache(maxsize=1 << 14)
 def _tails(f: EnergyFloor, t: str, placed: frozenset, kept_out: frozenset) -> dict:
-    """Per level c tensor t may use: the cheapest way down from a node placed at c later,
-    as affine pieces (a, b), costing the least of a * moved + b, where moved is the fills x
-    instances x values at the point above it. A later node's links have no parent placed
-    yet (spread 1) and no partial sums (its tile and fills are this point's), so each link
-    is linear in moved; the leaf at c is a constant."""
+    """Per level c tensor t may use: the ways down from a node placed at c later, each as
+    (links, leaf): the links as (coef, threshold) per node after c, costing coef times the
+    values moved into it (`energy_floor`), where a node's threshold is the least `_limit`
+    of c and the nodes before it (a temporal loop before any of them comes before it too),
+    and the leaf's constant. A later node's links have no parent placed yet (spread 1) and
+    no partial sums, so each is linear in the values it moves."""
     sp = f.space
     out_t = sp.einsum.is_output(t)
     levels = [c for c in sp.allowed[t] if c not in kept_out]
     tails: dict = {}
     for c in sorted(levels, reverse=True):
-        pieces = [] if _skips(sp.must[t], c, None) else \
-            [(0.0, _pj(f, t, [leaf_counts(out_t, sp.path[c], f.ops, _spread_below(f, t, c, placed))]))]
-        for c2 in (x for x in levels if x > c and not _skips(sp.must[t], c, x)):
+        ways = [] if _skips(sp.must[t], c, None) else \
+            [((), _pj(f, t, [leaf_counts(out_t, sp.path[c], f.ops, _spread_below(f, t, c, placed))]))]
+        x = _limit(f, t, c, placed)
+        for c2 in (y for y in levels if y > c and not _skips(sp.must[t], c, y)):
             a = _pj(f, t, link_counts(out_t, sp.path[c2], sp.path[c], 1, 1, 1, 1, 1))
-            pieces += [(a + a2, b2) for a2, b2 in tails[c2]]
-        tails[c] = tuple(p for p in pieces if not any(q != p and q[0] <= p[0] and q[1] <= p[1] for q in pieces))
+            ways += [(((a, min(x, _limit(f, t, c2, placed))),) + tuple((a2, min(x, y)) for a2, y in links), b)
+                     for links, b in tails[c2]]
+        tails[c] = tuple(ways)
     return tails
 
 

@@ -115,6 +115,7 @@ class _Search:
         self.done: list[tuple[Key, int, dict]] = []
         self._shapes: dict = {}  # Prefix -> `_shape`
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
+        self._floor_names: list | None = None  # `_floor_columns`
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self.stats = Stats()
         self.floor = energy_floor_of(self.sp, workload, arch)
@@ -323,27 +324,39 @@ class _Search:
         the budget, decided on the floor's own columns before the children are built (a
         tight budget cuts almost all: V at batch 1, 99% of the rows spatial groups build).
 
-        A temporal loop's bound cancels out of the floor: the fills of the tensors it
-        indexes become `time` times the bound and their tiles shrink by the bound, so the
-        values they move (fills x instances x tile) are the same for every bound, and
-        nothing else the floor reads changes (`pmapgen.bounds`). So there the loop with
-        bound 1 gives every child of a row its floor, computed once per parent row."""
-        temporal = len(move.nodes) == 1 and move.nodes[0].spatial is None
-        at = np.unique(rows) if temporal else rows
-        sub = {c: cols[c][at] for c in cols if c in ("energy", "time", "inst") or c[:2] in ("e:", "t:", "f:", "b:")}
+        A temporal loop's bound cancels out of the floor for the tensors it indexes (their
+        fills become `time` times the bound and their tiles shrink by it), and only raises
+        the `time` the others would move if refetched (`pmapgen.bounds`). So the loop with
+        bound 1 gives a floor at most every child's: parents it cuts lose all their
+        children, computed once per parent row, before the children left are decided."""
+        if len(move.nodes) == 1 and move.nodes[0].spatial is None:
+            at = np.unique(rows)
+            ok = np.zeros(len(cols["energy"]), dtype=bool)
+            ok[at] = self._within_budget(key, move, prefix, cols, at, [np.ones(len(at), np.int64)])
+            ok = ok[rows]
+            rows, bounds = rows[ok], [b[ok] for b in bounds]
+        ok = self._within_budget(key, move, prefix, cols, rows, bounds)
+        return rows[ok], [b[ok] for b in bounds]
+
+    def _within_budget(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
+                       bounds: list) -> np.ndarray:
+        """Per (row, bounds): whether the child the move would build is within the budget."""
+        sub = {c: cols[c][rows] for c in self._floor_columns(cols)}
         above = self._above(sub, key.prefix.depth, dict(key.lifetimes))
-        for lp, b in zip(move.nodes, [1] if temporal else bounds):
+        for lp, b in zip(move.nodes, bounds):
             above = after_loop(above, self.e, lp.rank_variable, b, self._dim(lp))
         self._store(sub, above)
         self._close_fills(sub, prefix)
         floor = self._floor(prefix, sub)
-        self.lowest_floor = min(self.lowest_floor, float(floor.min()))
-        ok = floor <= self.budget * (1 + BUDGET_RTOL)
-        if temporal:
-            per_parent = np.zeros(len(cols["energy"]), dtype=bool)
-            per_parent[at] = ok
-            ok = per_parent[rows]
-        return rows[ok], [b[ok] for b in bounds]
+        if len(floor):
+            self.lowest_floor = min(self.lowest_floor, float(floor.min()))
+        return floor <= self.budget * (1 + BUDGET_RTOL)
+
+    def _floor_columns(self, cols: dict) -> list[str]:
+        """The columns a floor reads (the model's `Above` and the energy so far)."""
+        if self._floor_names is None:
+            self._floor_names = [c for c in cols if c in ("energy", "time", "inst") or c[:2] in ("e:", "t:", "f:", "b:")]
+        return self._floor_names
 
     def _dim(self, loop: Loop):
         """The fanout dim of a spatial loop (None: temporal)."""

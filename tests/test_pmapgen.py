@@ -235,7 +235,7 @@ def test_rising_budgets_find_the_minimum(problem, quantile):
 @given(small_problems(max_levels=2), st.sampled_from([1.0, 1.2, 1.5, 3.0]))
 def test_loop_children_are_cut_as_their_own_energy_floors_would_cut_them(problem, factor):
     """A loop move's budget cut is decided before its children are built (for a temporal
-    loop once per parent row, with bound 1: the bound cancels out of the floor). Each
+    loop first once per parent row, with bound 1: no child's floor is below it). Each
     decision equals the one the floor of the fully built child gives."""
     from looptree.model import after_loop
     from pmapgen.constraints import Constraints
@@ -264,6 +264,52 @@ def test_loop_children_are_cut_as_their_own_energy_floors_would_cut_them(problem
         for unit in a.computes_for(w.einsum(e)):
             Checked(e, w, a, unit.name, Constraints(), ("energy",), budget).run(None)
     assert checked
+
+
+def floors_below_completions(problem) -> int:
+    """Runs the prefix search with an infinite budget (every floor computed, nothing cut)
+    and checks each surviving partial pmapping's energy floor against the final energy of
+    every pmapping the search completes from it. Returns how many pairs it checked."""
+    import math
+
+    from pmapgen.constraints import Constraints
+    from pmapgen.prefixes import _Search
+    floors: dict = {}  # (parent record, parent row, move, tiles) -> the child's floor
+
+    class Recorded(_Search):
+        def _push(self, key, parent, move, cols, tiles):
+            if len(tiles):
+                for j, f in enumerate(self._floor(key.prefix, cols)):
+                    floors[parent, int(cols["row"][j]) if "row" in cols else 0, move, tuple(tiles[j])] = f
+            super()._push(key, parent, move, cols, tiles)
+
+    w, a = problem
+    checked = 0
+    for e in w.einsum_names:
+        for unit in a.computes_for(w.einsum(e)):
+            s = Recorded(e, w, a, unit.name, Constraints(), ("energy",), math.inf)
+            s.run(None)
+            for _, rid, done in s.done:
+                for j, energy in enumerate(done["energy"]):
+                    r, i = rid, j
+                    while s.records[r].batches[0][0] is not None:
+                        rec = s.records[r]
+                        parent, move = rec.batches[rec.batch[i]]
+                        width = sum(isinstance(n, Loop) for n in move.nodes)
+                        f = floors[parent, int(rec.parent[i]), move, tuple(rec.tiles[i][:width])]
+                        assert f <= energy * (1 + 1e-9), (e, move, f, energy)
+                        checked += 1
+                        r, i = parent, int(rec.parent[i])
+    return checked
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(small_problems(max_levels=3))
+def test_every_partial_pmapping_s_floor_is_at_most_its_completions_energy(problem):
+    """The energy floor (pmapgen.bounds) of every partial pmapping the prefix search keeps is
+    at most the energy of each pmapping completed from it: the floor is a lower bound
+    along every path, not only where a budget happens to test it."""
+    floors_below_completions(problem)
 
 
 @pytest.mark.slow
