@@ -19,6 +19,8 @@ class Constraints:
     tiles: rank variable -> the tile sizes its loops may use.
     max_loops_per_rank: how many loops one rank variable may be split into.
     max_spatial_per_level: how many spatial loops one fanout level may use.
+    key: the compatibility key every pmapping must have (a pmapgen table's `compat`
+        value; `pmapgen.fixed_key`); None: any.
     """
     backing: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fusable_ranks: frozenset[str] | None = None
@@ -28,6 +30,7 @@ class Constraints:
     tiles: dict[str, frozenset[int]] = field(default_factory=dict)
     max_loops_per_rank: int = 8
     max_spatial_per_level: int = 8
+    key: tuple | None = None
 
     def backing_allowed(self, tensor: str, level: str) -> bool:
         return tensor not in self.backing or level in self.backing[tensor]

@@ -28,6 +28,7 @@ from looptree.nodes import Loop, Pmapping, Storage
 from looptree.validate import canonical_loops, compatibility, fused_depth
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
+from pmapgen.fixed_key import has_key, narrowed
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.templates import Template, templates
 from pmapgen.tiles import tile_shape_chunks
@@ -215,6 +216,7 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
     and `Stats.complete` is False.
     """
     e = workload.einsum(einsum)
+    constraints = narrowed(constraints)
     kept: list[Rows] = []
     n_templates = n_shapes = 0
     start = time.perf_counter()
@@ -226,7 +228,7 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
                 break
             n_templates += 1
             parts = []
-            for tiles in tile_shape_chunks(template, workload, arch, (constraints or Constraints()).tiles):
+            for tiles in tile_shape_chunks(template, workload, arch, constraints.tiles):
                 n_shapes += len(tiles)
                 rows = prune_rows(template_rows(template, tiles, workload, arch), objectives)
                 if len(rows.tiles):
@@ -234,13 +236,15 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
             if len(parts) > 1:  # chunks of one template: prune their union (groups are per template)
                 parts = [prune_rows(_concat(parts), objectives)]
             kept += [r for r in parts if len(r.tiles)]
-    return result(einsum, kept, workload, arch, objectives, n_templates, n_shapes, complete, start)
+    return result(einsum, kept, workload, arch, objectives, n_templates, n_shapes, complete, start,
+                  key=constraints.key)
 
 
 def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, objectives, explored: int,
-           evaluated: int, complete: bool, start: float, lower_bound: float = 0.0, budget: float | None = None
-           ) -> tuple[pd.DataFrame, list[Template], Stats]:
-    """(table, templates, Stats) from the kept rows of every template, pruned per group."""
+           evaluated: int, complete: bool, start: float, lower_bound: float = 0.0, budget: float | None = None,
+           key: tuple | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
+    """(table, templates, Stats) from the kept rows of every template, pruned per group;
+    only those with compatibility key `key`, if given (`Constraints.key`)."""
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
         return empty, [], Stats(explored, evaluated, 0, complete, time.perf_counter() - start, lower_bound, budget)
@@ -248,7 +252,8 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
     columns = list(dict.fromkeys(c for r in kept for c in [*r.columns, "tiles", "fused_depth", "compat", "template"]))
     cut = prune_across_templates(kept, workload, arch, objectives)
     ids = [i for i, r in enumerate(cut) if len(r.tiles)]
-    table = to_frame([cut[i] for i in ids], workload, arch, ids).reindex(columns=columns).reset_index(drop=True)
+    table = has_key(to_frame([cut[i] for i in ids], workload, arch, ids), key)
+    table = table.reindex(columns=columns).reset_index(drop=True)
     table.insert(0, "einsum", einsum)
     return table, [r.template for r in kept], Stats(explored, evaluated, len(table), complete,
                                                     time.perf_counter() - start, lower_bound, budget)

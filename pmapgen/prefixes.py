@@ -36,6 +36,7 @@ from looptree.nodes import Loop, Storage
 from pmapgen.bounds import energy_floor, energy_floor_of, floor_plan
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
+from pmapgen.fixed_key import fixed_key, narrowed, structure_ok, tiles_ok
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, roots, space
 from pmapgen.tiles import divisor_chains
@@ -102,7 +103,10 @@ class _Search:
         self.budget = budget  # drop rows whose every completion exceeds this energy (pmapgen.bounds)
         self.latency = "latency" in objectives  # port times are criteria only if latency is
         self.e = workload.einsum(einsum)
+        constraints = narrowed(constraints)
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
+        self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
+        self._in_key: dict = {}  # (Key.fused, F) -> whether it may still end with the fixed key
         self.allowed = constraints.tiles
         self.ranks = list(self.sp.relevance)
         self.path = self.sp.path
@@ -182,6 +186,10 @@ class _Search:
         if not n:
             return
         self.stats.rows += n
+        if self.fixed is not None:
+            cols, tiles, n = self._within_key(key, cols, tiles)
+            if not n:
+                return
         if self.budget is not None:
             floor = self._floor(key.prefix, cols)
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
@@ -199,6 +207,19 @@ class _Search:
         waiting.parts.append(self._prune(key, cols))
         if len(waiting.parts) > 1 and sum(len(p["batch"]) for p in waiting.parts) > MERGE_ROWS:
             waiting.parts = [self._prune(key, _concat(waiting.parts))]
+
+    def _within_key(self, key: Key, cols: dict, tiles: np.ndarray) -> tuple[dict, np.ndarray, int]:
+        """The rows that may still end with the fixed compatibility key (`pmapgen.fixed_key`)."""
+        ok = self._in_key.get((key.fused, key.depth_f))
+        if ok is None:
+            ok = self._in_key[key.fused, key.depth_f] = structure_ok(self.fixed, key.fused, key.depth_f, self.w,
+                                                                    self.e.name)
+        if not ok:
+            return cols, tiles, 0
+        keep = tiles_ok(self.fixed, key.fused, cols)
+        if keep.all():
+            return cols, tiles, len(tiles)
+        return {c: v[keep] for c, v in cols.items()}, tiles[keep], int(keep.sum())
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
         plan = self._plans.get(prefix)
@@ -603,7 +624,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
                                  for t, tiles in search.survivors(objectives)) if len(r.tiles)]
     low = 0.0 if budget is None else min(low, budget)
     return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin,
-                  low, budget)
+                  low, budget, (constraints or Constraints()).key)
 
 
 def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceiling: float,

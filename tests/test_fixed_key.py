@@ -1,0 +1,62 @@
+"""pmapgen within one compatibility group (`Constraints.key`, `pmapgen.fixed_key`): the
+prefix search and the per-template enumeration keep exactly the frontier of that group
+in the enumeration without the key (itself checked against brute force in
+tests/test_pmapgen.py), with and without an energy budget."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmapgen.constraints import Constraints
+from pmapgen.generate import OBJECTIVES, generate
+from pmapgen.prefixes import energy_lower_bound, generate_by_prefixes, generate_by_rising_budgets
+from tests.test_pmapgen import SETTINGS, frontier, small_problems
+
+
+def groups_of(w, a, pick: int, objectives=OBJECTIVES):
+    """Per Einsum with pmappings: (einsum, the exhaustive table, one of its keys, that group's rows)."""
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=objectives)[0]
+        if full.empty:
+            continue
+        keys = list(dict.fromkeys(full["compat"]))
+        key = keys[pick % len(keys)]
+        yield e, full, key, full[[c == key for c in full["compat"]]]
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(small_problems(max_levels=2), st.integers(0, 1000), st.sampled_from([OBJECTIVES, ("energy",)]))
+def test_a_fixed_key_keeps_exactly_its_group_s_frontier(problem, pick, objectives):
+    w, a = problem
+    for e, _, key, group in groups_of(w, a, pick, objectives):
+        fixed = Constraints(key=key)
+        by_prefixes = generate_by_prefixes(e, w, a, fixed, objectives=objectives)[0]
+        assert all(c == key for c in by_prefixes["compat"])
+        assert frontier(by_prefixes, objectives) == frontier(group, objectives)
+        assert frontier(generate(e, w, a, fixed, objectives=objectives)[0], objectives) == frontier(group, objectives)
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=2), st.integers(0, 1000), st.sampled_from([0.0, 0.5]))
+def test_a_fixed_key_within_a_budget_keeps_its_group_s_frontier_under_it(problem, pick, quantile):
+    """The energy floor of the narrowed search is at most the group's minimum; a budget
+    keeps the group's frontier under it, and rising budgets find the group's minimum."""
+    w, a = problem
+    for e, full, key, group in groups_of(w, a, pick, ("energy",)):
+        fixed = Constraints(key=key)
+        least = float(group["energy"].min())
+        assert energy_lower_bound(e, w, a, fixed) <= least * (1 + 1e-9)
+        budget = float(np.quantile(group["energy"], quantile))
+        got = generate_by_prefixes(e, w, a, fixed, objectives=("energy",), budget=budget)[0]
+        within = group[group["energy"] <= budget * (1 + 1e-9)]
+        assert frontier(got, ("energy",)) == frontier(within, ("energy",))
+        rising = generate_by_rising_budgets(e, w, a, float(full["energy"].max()), fixed, ("energy",))[0]
+        assert np.isclose(rising["energy"].min(), least)
+
+
+def test_a_key_naming_other_tensors_is_refused():
+    from tests.test_pmapgen import kv_projections
+    w, a = kv_projections()
+    key = generate("V", w, a, objectives=("energy",))[0]["compat"].iloc[0]  # V's: names V and I, not K
+    with pytest.raises(ValueError, match="shared tensors"):
+        generate_by_prefixes("K", w, a, Constraints(key=key), objectives=("energy",))
