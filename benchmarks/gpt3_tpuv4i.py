@@ -3,7 +3,7 @@ batch 64 / 4096 tokens, for the energy objective and the full energy-latency fro
 
     python benchmarks/gpt3_tpuv4i.py [--time-limit 60] [--proof-time 30] [--objectives energy pareto] [--shapes 0 1]
 
-Prints wall seconds (pmapgen, join, energy proof, total), the process's peak memory,
+Prints wall seconds (pmapgen, join, coordinate descent, energy proof, total), the process's peak memory,
 energy, latency, what is fused, and whether the result is the proven optimum (pmapgen
 exhaustive, or the energy proof of ffm.budgets complete). Target on a 2-core machine: the exact energy optimum at batch 1 / 2048 in under
 60 s and 2 GiB, end to end.
@@ -36,7 +36,8 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="*", type=int, default=[0, 1],
                         help="which shapes: 0 = batch 1 / 2048, 1 = batch 64 / 4096")
     args = parser.parse_args()
-    print(f"{'shape':<28}{'objective':<10}{'pmapgen s':>10}{'join s':>8}{'proof s':>8}{'total s':>9}{'peak MiB':>10}"
+    print(f"{'shape':<28}{'objective':<10}{'pmapgen s':>10}{'join s':>8}{'descent s':>10}{'proof s':>8}{'total s':>9}"
+          f"{'peak MiB':>10}"
           f"{'energy J':>11}{'latency s':>11}  fused / pmapgen")
     for label, variables in (SHAPES[k] for k in args.shapes):
         for objective in args.objectives:
@@ -52,9 +53,17 @@ def main() -> None:
                       (f"; proof incomplete ({', '.join(proof.timed_out)} hit the limit), within "
                        f"{proof.bound / proof.lower:.2f}x of the optimum" if proof and proof.lower > 0 else ""))
             print(f"{label:<28}{objective:<10}{r.stats.seconds['pmapgen']:>10.1f}{r.stats.seconds['join']:>8.1f}"
-                  f"{r.stats.seconds.get('proof', 0):>8.1f}"
+                  f"{r.stats.seconds.get('descent', 0):>10.1f}{r.stats.seconds.get('proof', 0):>8.1f}"
                   f"{wall:>9.1f}{peak_mib():>10.0f}{ev.energy_pJ / 1e12:>11.4g}{ev.latency_s:>11.4g}  "
                   f"{', '.join(ev.fused_tensors) or 'nothing'} / {status}", flush=True)
+            if r.stats.descent:  # how each step after the join lowered the energy
+                first = r.stats.descent[0]
+                steps = [f"join {first.before / 1e12:.4g} J", f"descent {first.after / 1e12:.4g} J"]
+                if proof is not None:
+                    later = r.stats.descent[1:]
+                    steps.append(f"proof's first join {(later[0].before if later else proof.bound) / 1e12:.4g} J")
+                    steps += [f"descent {d.after / 1e12:.4g} J" for d in later]
+                print(f"{'':<38}best found after: " + ", ".join(steps), flush=True)
 
 
 if __name__ == "__main__":

@@ -80,7 +80,8 @@ def einsum_budgets(bound: float, minima: dict[str, float]) -> dict[str, float]:
 def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, tuple],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = True,
-                 join_tables: Callable[[dict[str, pd.DataFrame], str, float], SearchResult] | None = None):
+                 join_tables: Callable[[dict[str, pd.DataFrame], str, float], SearchResult] | None = None,
+                 improve: Callable[[dict, SearchResult], tuple[dict, SearchResult]] | None = None):
     """(results, best, Proof): `best` is the best mapping the proof's tables gave (a
     SearchResult over `results`, `generate_all`-style): the exact energy optimum when
     `Proof.proven`; otherwise the join of step 1's tables together with `found`'s when it
@@ -88,7 +89,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     (`generate_all`-style, per Einsum (table, templates, stats)), `bound` the energy of a
     valid mapping made of their rows. `join_tables(tables, name, known)` runs a join (default:
     `ffm.search.search` for energy with `known`: the energy of a mapping the tables hold),
-    so a caller can show progress."""
+    so a caller can show progress. `improve(results, best)` (e.g. `ffm.descent.descend`)
+    may lower step 1's join result before step 2 takes its energy as U."""
     start, given = time.perf_counter(), bound
     order = tuple(workload.einsum_names)
     steps = []
@@ -121,6 +123,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     joined = join_tables({e: r[0] for e, r in both.items()}, "join (proof: minima)", bound)  # found's U mapping
     best = None
     if not joined.best.empty and float(joined.best["energy"].iloc[0]) < bound:
+        if improve is not None:  # the join chose new compatibility groups: search within them
+            both, joined = improve(both, joined)
         bound, best = float(joined.best["energy"].iloc[0]), (both, joined)
     if incomplete:
         return *(best or (None, None)), proof(minima, bound, incomplete=incomplete)

@@ -16,6 +16,7 @@ import workloads
 from arch.model import Arch
 from ffm.budgets import Proof, prove_energy
 from ffm.capacity import NoValidMapping, NothingFoundInTime, needed_capacities
+from ffm.descent import Descent, descend
 from ffm.join import join
 from ffm.search import OBJECTIVES, criteria, search
 from looptree.evaluation import Evaluation, evaluate
@@ -40,6 +41,7 @@ class MapStats:
     join_steps: tuple[tuple[str, int], ...]
     seconds: dict[str, float]
     proof: Proof | None = None  # the energy proof, when pmapgen was cut short (ffm.budgets)
+    descent: tuple[Descent, ...] = ()  # coordinate descent after the join and the proof's first (ffm.descent)
 
     @property
     def exhaustive(self) -> bool:
@@ -125,7 +127,7 @@ def _ref(given, loaded) -> str:
 def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variables: dict | None = None,
         progress: bool = True, constraints: dict[str, Constraints] | None = None,
         workers: int | None = None, time_limit: float | None = None, prove: bool = True,
-        proof_time_limit: float | None = None) -> MapResult:
+        proof_time_limit: float | None = None, descent: bool = True) -> MapResult:
     """The optimal fused mapping(s) of `workload` on `arch` for `objective` (energy, latency,
     edp, or pareto: the energy-latency frontier).
 
@@ -133,9 +135,11 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     override the workload's variables. `time_limit` (seconds per Einsum) cuts pmapgen short
     where it would take longer; the result is then the best found, not provably optimal, and
     `result.stats.complete` is False (None: exhaustive). For the energy objective, a result
-    found that way is then proven optimal where energy budgets allow (`prove`, `ffm.budgets`:
-    budgeted prefix searches of `proof_time_limit` seconds per Einsum and step, default
-    `time_limit`); `result.stats.proof` says how far that got. Raises SpecError for bad input
+    found that way is first improved by coordinate descent within each Einsum's
+    compatibility group (`descent`, `ffm.descent`: searches of `time_limit` seconds), then
+    proven optimal where energy budgets allow (`prove`, `ffm.budgets`: searches of
+    `proof_time_limit` seconds per Einsum and step, default `time_limit`);
+    `result.stats.descent` / `result.stats.proof` say how far they got. Raises SpecError for bad input
     and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
     NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
     """
@@ -160,16 +164,32 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     seconds["join"] = time.perf_counter() - start
 
     proof = None
+    descents: list[Descent] = []
     exhaustive = all(s.complete for _, _, s in generated.values())
+    join_tables = lambda tabs, name, known: _search(tabs, w, a, objective, progress, name, known)  # noqa: E731
+
+    searched: set = set()  # (Einsum, key) pairs the descents searched
+
+    def improve(res: dict, best):
+        start = time.perf_counter()
+        res, best, d = descend(w, a, res, best, join_tables, constraints, time_limit, workers, progress,
+                               searched=searched)
+        descents.append(d)
+        seconds["descent"] = seconds.get("descent", 0.0) + time.perf_counter() - start
+        return res, best
+
+    if descent and objective == "energy" and not exhaustive and not found.best.empty:
+        results, found = improve(results, found)
     if prove and objective == "energy" and not exhaustive and not found.best.empty:
         start = time.perf_counter()
-        proven, better, proof = prove_energy(
-            w, a, float(found.best["energy"].iloc[0]), generated, constraints,
-            time_limit if proof_time_limit is None else proof_time_limit, workers, progress,
-            lambda tabs, name, known: _search(tabs, w, a, objective, progress, name, known))
+        before = seconds.get("descent", 0.0)
+        proven, better, proof = prove_energy(w, a, float(found.best["energy"].iloc[0]), results, constraints,
+                                             time_limit if proof_time_limit is None else proof_time_limit,
+                                             workers, progress, join_tables,
+                                             improve if descent else None)
         if better is not None:  # the optimum, or a better mapping than the one found
             found, results = better, proven
-        seconds["proof"] = time.perf_counter() - start
+        seconds["proof"] = time.perf_counter() - start - (seconds.get("descent", 0.0) - before)
 
     if found.best.empty and not exhaustive:
         raise NothingFoundInTime(w.name, a, time_limit)
@@ -185,7 +205,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     seconds["evaluation"] = time.perf_counter() - start
 
     pmapgen_stats = {e: s for e, (_, _, s) in generated.items()}
-    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof)
+    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents))
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 
 

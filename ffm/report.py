@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 from ffm.budgets import Proof
+from ffm.descent import Descent
 from ffm.mapper import MapResult, MapStats
 from looptree.render import edp_text, energy_text, report_text, time_text
 
@@ -35,11 +36,25 @@ def statistics_text(stats: MapStats) -> str:
         lines.append(f"  {e:<14}{s.templates:>11,}{s.tile_shapes:>13,}{s.kept:>16,}{s.seconds:>9.2f}"
                      f"{joined:>17}{note}")
     lines.append("  time: " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in stats.seconds.items()))
+    for d, when in zip(stats.descent, ("the join", "the energy proof's first join")):
+        lines += descent_lines(d, when)
     if stats.proof is not None:
         lines += proof_lines(stats.proof)
     if not stats.complete:
         lines.append("  WARNING: pmapgen was cut short; the result is the best found, not provably optimal")
     return "\n".join(lines)
+
+
+def descent_lines(d: Descent, when: str) -> list[str]:
+    """What coordinate descent (ffm.descent) after `when` did: the energy before and after."""
+    searched = sum(len(stats) for stats, _ in d.rounds)
+    cut = sum(not s.complete for stats, _ in d.rounds for s in stats.values())
+    head = (f"  Coordinate descent after {when} ({len(d.rounds)} round{'s' if len(d.rounds) != 1 else ''}, {searched} searches "
+            f"of an Einsum within its compatibility group" + (f", {cut} cut short by the time limit" if cut else "")
+            + f", {d.seconds:.1f} s): " + (f"lowered the best mapping from {energy_text(d.before)} to "
+                                           f"{energy_text(d.after)}." if d.after < d.before else
+                                           f"found nothing below {energy_text(d.before)}."))
+    return textwrap.wrap(head, 100, initial_indent="  ", subsequent_indent="    ")
 
 
 def proof_lines(proof: Proof) -> list[str]:
@@ -56,7 +71,8 @@ def proof_lines(proof: Proof) -> list[str]:
                 f"least {energy_text(proof.lower)} (the sum of each Einsum's minimum where found, else a lower bound on "
                 f"it).")
     if proof.found > proof.bound:
-        head += (f" Its first join (each Einsum's least-energy pmappings together with those found before) "
+        head += (f" Its first join (each Einsum's least-energy pmappings together with those found before, "
+                 f"then the coordinate descent after it, if any) "
                  f"lowered the best mapping from {energy_text(proof.found)} to {energy_text(proof.bound)}.")
     lines = textwrap.wrap(head.strip(), 100, initial_indent="  ", subsequent_indent="    ")
     if not proof.proven and proof.lower > 0:

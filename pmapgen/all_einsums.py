@@ -67,8 +67,8 @@ def _job(args):
 def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None = None,
                  objectives=OBJECTIVES, workers: int | None = None, progress: bool = True,
                  time_limit: float | None = None, budgets: dict[str, float] | None = None,
-                 stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False
-                 ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+                 stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False,
+                 einsums: tuple[str, ...] | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
     `time_limit` (seconds per Einsum) makes an Einsum's enumeration stop early; its
@@ -79,19 +79,21 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     the Einsums not started once one is incomplete and leaves them out of the result (for
     callers that need every Einsum complete); jobs then run largest Einsum first.
     `rising` makes the budgets ceilings: each Einsum's search starts at its energy floor
-    and rises until it keeps a pmapping (`generate_by_rising_budgets`).
+    and rises until it keeps a pmapping (`generate_by_rising_budgets`). `einsums` limits
+    the run (and the result) to those Einsums.
     """
     constraints = constraints or {}
     budgets = budgets or {}
     representative: dict[tuple, str] = {}
     same_as: dict[str, str] = {}
-    for e in workload.einsum_names:
+    names = [e for e in workload.einsum_names if einsums is None or e in einsums]
+    for e in names:
         sig = signature(e, workload, constraints.get(e))
         same_as[e] = representative.setdefault(sig, e)
-    unique = [e for e in workload.einsum_names if same_as[e] == e]
+    unique = [e for e in names if same_as[e] == e]
     if stop_when_incomplete:
         unique.sort(key=lambda e: -math.prod(workload.rank_sizes[r] for r in workload.einsum(e).rank_variables))
-    budget = {rep: max((budgets[e] for e in workload.einsum_names if same_as[e] == rep and e in budgets),
+    budget = {rep: max((budgets[e] for e in names if same_as[e] == rep and e in budgets),
                        default=None) for rep in unique}
     jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising) for e in unique]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
@@ -120,7 +122,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                     running.add(pool.submit(_job, queue.pop(0)))
     bar.close()
     out = {}
-    for e in workload.einsum_names:
+    for e in names:
         rep = same_as[e]
         if rep not in results:
             continue

@@ -231,6 +231,10 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
         assert proof.proven and proof.bound >= r.evaluation.energy_pJ * (1 - 1e-9)
         text = result_text(r)
         assert "optimal for energy" in text and "Energy proof: complete" in text and "WARNING" not in text
+        # coordinate descent ran first, on the join's result (ffm.descent; tests/test_descent.py)
+        first = r.stats.descent[0]
+        assert first.after <= first.before and proof.found == first.after
+        assert "Coordinate descent after the join" in text
     # a proof cut short at once still bounds the optimum from below (energy floors)
     cut = ffm.map("matmul_chain", "simple", variables=variables, progress=False, workers=1, time_limit=0.05,
                   proof_time_limit=0.0)

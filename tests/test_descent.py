@@ -1,0 +1,68 @@
+"""Coordinate descent (`ffm.descent`): started from the best mapping of a random part of
+each Einsum's exhaustive table (what a time-limited pmapgen might have found), a round
+gives exactly the join of those rows together with, per Einsum, every pmapping of the
+compatibility group the mapping chose for it within the budget its rising search ended
+at (at most the chosen pmapping's energy, at least the group's minimum);
+rounds only lower the energy, never below the exhaustive optimum, and the result
+rebuilds to a valid mapping of that energy."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ffm.descent import descend
+from ffm.search import search
+from pmapgen import Constraints, generate
+from pmapgen.all_einsums import signature
+from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
+
+
+def check_descent(workload, arch, pick: int, rounds: int) -> None:
+    order = tuple(workload.einsum_names)
+    generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
+    tables = {e: r[0] for e, r in generated.items()}
+    if any(t.empty for t in tables.values()):
+        return
+    truth = search(tables, workload, arch, "energy")
+    if truth.best.empty:
+        _bump("no valid mapping")
+        return
+    rng = np.random.default_rng(pick)
+    some = {e: t[rng.random(len(t)) < 0.3].reset_index(drop=True) for e, t in tables.items()}
+    start = search(some, workload, arch, "energy")
+    if start.best.empty:
+        _bump("nothing valid in the part")
+        return
+    energy = float(start.best["energy"].iloc[0])
+    found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
+    join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known)  # noqa: E731
+    results, best, d = descend(workload, arch, found, start, join_tables, workers=1, progress=False,
+                               max_rounds=rounds)
+    _bump("checked")
+    _bump("lowered", int(d.after < energy * (1 - RTOL)))
+    assert d.before == energy and d.rounds
+    assert truth.best["energy"].iloc[0] * (1 - RTOL) <= d.after <= energy
+    if rounds == 1:  # one round by hand: each Einsum's group within the budget its rising search ended at
+        extra = {}
+        rows = {e: some[e].loc[i] for e, i in zip(order, start.best["rows"].iloc[0])}
+        sig = {e: signature(e, workload, Constraints(key=r["compat"])) for e, r in rows.items()}
+        for e, row in rows.items():
+            budget = d.rounds[0][0][e].budget
+            # Einsums identical up to names (with equal keys) are searched once, at the largest ceiling
+            assert budget <= max(rows[o]["energy"] for o in order if sig[o] == sig[e]) * (1 + RTOL)
+            t = tables[e]
+            group = t[[c == row["compat"] for c in t["compat"]]]
+            assert budget >= group["energy"].min() * (1 - RTOL)  # it reached the group's minimum
+            extra[e] = group[group["energy"] <= budget * (1 + RTOL)]
+        expected = search({e: pd.concat([some[e], extra[e]]) for e in order}, workload, arch, "energy")
+        assert np.isclose(d.after, expected.best["energy"].iloc[0], rtol=RTOL), (d.after, expected.best)
+    ev = chosen(best, {e: r[0] for e, r in results.items()}, {e: r[1] for e, r in results.items()}, workload, arch)
+    assert np.isclose(ev.energy_pJ, d.after, rtol=RTOL)
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6), st.sampled_from([1, 4]))
+def test_descent_rounds_join_each_einsum_s_group_within_its_energy(problem, pick, rounds):
+    check_descent(*problem, pick=pick, rounds=rounds)
