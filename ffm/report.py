@@ -49,8 +49,11 @@ def descent_lines(d: Descent, when: str) -> list[str]:
     """What coordinate descent (ffm.descent) after `when` did: the energy before and after."""
     searched = sum(len(stats) for stats, _ in d.rounds)
     cut = sum(not s.complete for stats, _ in d.rounds for s in stats.values())
-    head = (f"  Coordinate descent after {when} ({len(d.rounds)} round{'s' if len(d.rounds) != 1 else ''}, {searched} searches "
-            f"of an Einsum within its compatibility group" + (f", {cut} cut short by the time limit" if cut else "")
+    rounds = f"{len(d.rounds)} round{'s' if len(d.rounds) != 1 else ''}"
+    head = (f"  Coordinate descent after {when} ({rounds}, {searched} searches of an Einsum within its "
+            f"compatibility group" + (f", {cut} cut short by the time limit" if cut else "")
+            + (f"; {len(d.skipped)} skipped, whose groups could lower it by at most "
+               f"{energy_text(sum(d.skipped.values()))} in all" if d.skipped else "")
             + f", {d.seconds:.1f} s): " + (f"lowered the best mapping from {energy_text(d.before)} to "
                                            f"{energy_text(d.after)}." if d.after < d.before else
                                            f"found nothing below {energy_text(d.before)}."))
