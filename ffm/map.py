@@ -60,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
                    help=f"energy objective, when pmapgen was cut short: seconds per Einsum and step for the energy "
                         f"proof that would make the result provably optimal (default {DEFAULT_PROOF_TIME:g}; "
                         f"0: no proof)")
+    p.add_argument("--no-descent", action="store_true",
+                   help="energy objective, when pmapgen was cut short: skip the coordinate descent that searches "
+                        "each Einsum again within its compatibility group (faster, usually a worse mapping)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
@@ -81,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         result = map_workload(args.workload, args.arch, objective=args.objective, mapspace=args.mapspace,
                               variables=variables, progress=not args.no_progress,
                               time_limit=args.time_limit or None, prove=args.proof_time > 0,
-                              proof_time_limit=args.proof_time)
+                              proof_time_limit=args.proof_time, descent=not args.no_descent)
         if args.out:  # before printing: a closed pipe (| head) must not lose the export
             save_json(result.export(), args.out, force=args.force)
         print(result_text(result) + (f"\n\nWrote {args.out}" if args.out else ""))

@@ -247,6 +247,19 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
         assert f"within {proof.bound / proof.lower:.2f}x" in result_text(cut)
 
 
+def test_cli_no_descent_skips_the_coordinate_descent(capsys):
+    """A time-limited energy run reports its coordinate descent; --no-descent skips it."""
+    from ffm.map import main
+    args = ["--workload", "matmul_chain", "--arch", "simple", "--set", "length=2", "M=64", "big=128", "small=32",
+            "--time-limit", "0.05", "--proof-time", "0", "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    if "time limit: not exhaustive" in out:  # (a machine fast enough for the limit has nothing to improve)
+        assert "Coordinate descent after the join" in out
+    assert main(args + ["--no-descent"]) == 0
+    assert "Coordinate descent" not in capsys.readouterr().out
+
+
 def test_time_limit_that_finds_nothing_is_one_line_exit_1():
     run = subprocess.run([sys.executable, "-m", "ffm.map", "--workload", "matmul_chain", "--arch", "simple",
                           "--time-limit", "1e-9", "--no-progress"], capture_output=True, text=True)
