@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,4 +78,11 @@ def check_descent(workload, arch, pick: int, rounds: int, min_gap: float) -> Non
 @settings(max_examples=30, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6), st.sampled_from([1, 4]), st.sampled_from([0.0, 0.05]))
 def test_descent_rounds_join_each_einsum_s_group_within_its_energy(problem, pick, rounds, min_gap):
+    check_descent(*problem, pick=pick, rounds=rounds, min_gap=min_gap)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6), st.sampled_from([1, 4]), st.sampled_from([0.0, 0.05]))
+def test_descent_rounds_join_each_einsum_s_group_within_its_energy_long(problem, pick, rounds, min_gap):
     check_descent(*problem, pick=pick, rounds=rounds, min_gap=min_gap)

@@ -27,7 +27,17 @@ def groups_of(w, a, pick: int, objectives=OBJECTIVES):
 @settings(max_examples=12, **SETTINGS)
 @given(small_problems(max_levels=2), st.integers(0, 1000), st.sampled_from([OBJECTIVES, ("energy",)]))
 def test_a_fixed_key_keeps_exactly_its_group_s_frontier(problem, pick, objectives):
-    w, a = problem
+    same_group_frontiers(*problem, pick, objectives)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(small_problems(max_levels=3), st.integers(0, 1000), st.sampled_from([OBJECTIVES, ("energy",)]))
+def test_a_fixed_key_keeps_exactly_its_group_s_frontier_long(problem, pick, objectives):
+    same_group_frontiers(*problem, pick, objectives)
+
+
+def same_group_frontiers(w, a, pick: int, objectives) -> None:
     for e, _, key, group in groups_of(w, a, pick, objectives):
         fixed = Constraints(key=key)
         by_prefixes = generate_by_prefixes(e, w, a, fixed, objectives=objectives)[0]
