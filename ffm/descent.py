@@ -19,6 +19,10 @@ pmappings in 122 s without completing. So an Einsum whose gap (chosen energy min
 floor) is under MIN_GAP of the mapping's energy is skipped; the Descent records the
 gaps skipped, which bound what their searches could have gained.
 
+Descent within keys cannot fuse a tensor the mapping sends through the top level: that
+changes the keys of several Einsums at once. When no key is left to search, a fusion
+move (`ffm.fusion`) searches the Einsums around such a tensor again with it on chip.
+
 This lowers the result (U) and, with it, the slack the energy proof's budgets get
 (ffm.budgets); it proves nothing by itself.
 """
@@ -31,7 +35,9 @@ from typing import Callable
 import pandas as pd
 
 from arch.model import Arch
-from ffm.search import SearchResult
+from ffm.fusion import top_energy, window, window_constraints
+from ffm.search import SearchResult, full_mapping
+from looptree.evaluation import evaluate
 from pmapgen import Constraints, Stats, generate_all
 from pmapgen.all_einsums import union
 from pmapgen.prefixes import energy_lower_bound
@@ -39,59 +45,122 @@ from workloads.model import Workload
 
 RTOL = 1e-9  # a join result counts as lower only past summation-order noise
 MIN_GAP = 0.01  # skip an Einsum whose group could lower the mapping's energy by less than this share
+FUSIONS = 1  # fusion moves tried per descent (each searches a window of Einsums for `time_limit`, then tunes)
+
+
+@dataclass(frozen=True)
+class Round:
+    """One move of the descent: the Einsums it searched (with their Stats), the energy the
+    best mapping had after its join, and for a fusion move the tensor it moved on chip
+    (None: searches within the chosen keys)."""
+    stats: dict[str, Stats]
+    energy: float
+    fused: str | None = None
+    trial: float | None = None  # a fusion move: the best mapping with the tensor on chip, after `inner`
+    inner: Descent | None = None  # a fusion move: the descent within keys that tuned that mapping
 
 
 @dataclass(frozen=True)
 class Descent:
-    """What coordinate descent did: the energy before and after, and per round the Einsums
-    searched (with their Stats) and the energy the round's join reached;
+    """What coordinate descent did: the energy before and after, its rounds, and
     `skipped` the Einsums last skipped with their gap (pJ: the most their search could
     have lowered the energy, module docstring)."""
     before: float
     after: float
-    rounds: tuple[tuple[dict[str, Stats], float], ...] = ()
+    rounds: tuple[Round, ...] = ()
     seconds: float = 0.0
     skipped: dict[str, float] = field(default_factory=dict)
 
 
 def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: SearchResult,
-            join_tables: Callable[[dict[str, pd.DataFrame], str, float], SearchResult],
+            join_tables: Callable[[dict[str, pd.DataFrame], str, float | None], SearchResult],
             constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
             workers: int | None = None, progress: bool = True, max_rounds: int = 4, searched: set | None = None,
-            min_gap: float = MIN_GAP) -> tuple[dict[str, tuple], SearchResult, Descent]:
+            min_gap: float = MIN_GAP, fusions: int = FUSIONS,
+            on_chip: frozenset[str] = frozenset()) -> tuple[dict[str, tuple], SearchResult, Descent]:
     """(results, best, Descent): `results` (`generate_all`-style) with the rows the
     descent found added, and the best mapping over them (`best`, a SearchResult for the
     energy objective over `results`, if nothing better was found). `join_tables(tables,
-    name, known)` runs an energy join told a mapping of energy `known` the tables hold.
-    `searched` holds the (Einsum, key) pairs searched before (updated in place): they are
-    not searched again, even if their search was cut short (it would be again). An Einsum
-    whose chosen pmapping is within `min_gap` x the mapping's energy of its group's energy
-    floor is skipped (module docstring)."""
+    name, known)` runs an energy join told a mapping of energy `known` the tables hold
+    (None: none known).
+    `searched` holds the (Einsum, key) pairs searched before and the fusion moves tried
+    (updated in place): they are not searched again, even if their search was cut short
+    (it would be again). An Einsum whose chosen pmapping is within `min_gap` x the
+    mapping's energy of its group's energy floor is skipped (module docstring).
+
+    At most `max_rounds` rounds search within keys; when none is left to search, a
+    fusion move (`ffm.fusion`) is tried, at most `fusions` of them, on the tensor at the
+    top whose accesses there cost the most (at least `min_gap` x the mapping's energy);
+    The move's rows are joined twice: with the tensor required on chip (the best such
+    mapping, then tuned by rounds within its keys, however it compares at first), and
+    freely, told the current energy. `on_chip` names the tensors every join here requires
+    on chip (those rounds)."""
     start = time.perf_counter()
     order = tuple(workload.einsum_names)
     constraints = constraints or {}
     energy = before = float(best.best["energy"].iloc[0])
     searched = set() if searched is None else searched
-    rounds, skipped = [], {}
-    while len(rounds) < max_rounds:
+    rounds: list[Round] = []
+    skipped: dict[str, float] = {}
+    while True:
         chosen = {e: results[e][0].loc[i] for e, i in zip(order, best.best["rows"].iloc[0])}
         keyed = {e: replace(constraints.get(e) or Constraints(), key=row["compat"]) for e, row in chosen.items()
                  if (e, row["compat"]) not in searched}
         gap = {e: float(chosen[e]["energy"]) - energy_lower_bound(e, workload, arch, c) for e, c in keyed.items()}
         skipped = {e: g for e, g in gap.items() if g < min_gap * energy}
         todo = {e: chosen[e] for e in keyed if e not in skipped}
-        if not todo:
-            break
-        searched |= {(e, row["compat"]) for e, row in todo.items()}
-        found = generate_all(workload, arch, keyed, objectives=("energy",), workers=workers, progress=progress,
-                             time_limit=time_limit, budgets={e: float(row["energy"]) for e, row in todo.items()},
-                             desc=f"descent {len(rounds) + 1}", rising=True, einsums=tuple(todo))
+        if todo and sum(r.fused is None for r in rounds) < max_rounds:
+            searched |= {(e, row["compat"]) for e, row in todo.items()}
+            name, fused = f"descent {len(rounds) + 1}", None
+            found = generate_all(workload, arch, keyed, objectives=("energy",), workers=workers, progress=progress,
+                                 time_limit=time_limit, budgets={e: float(row["energy"]) for e, row in todo.items()},
+                                 desc=name, rising=True, einsums=tuple(todo))
+        else:
+            move = None if sum(r.fused is not None for r in rounds) >= fusions else \
+                _fusion_move(workload, arch, results, best, chosen, constraints, searched, min_gap * energy)
+            if move is None:
+                break
+            fused, einsums, window_c = move
+            searched.add(("fuse", fused, einsums))
+            name = f"descent {len(rounds) + 1}: fuse {fused}"
+            found = generate_all(workload, arch, window_c, objectives=("energy",), workers=workers, progress=progress,
+                                 time_limit=time_limit, desc=name, einsums=einsums)
         results = union(results, found)
-        joined = join_tables({e: r[0] for e, r in results.items()}, f"join (descent {len(rounds) + 1})", energy)
-        lower = not joined.best.empty and float(joined.best["energy"].iloc[0]) < energy * (1 - RTOL)
-        if lower:
+        trial, inner = None, None
+        if fused is not None:
+            need = on_chip | {fused}
+            with_it = join_tables(_view(results, need, arch), f"join ({name}, on chip)", None)
+            if not with_it.best.empty:
+                results, with_it, inner = descend(workload, arch, results, with_it, join_tables, constraints,
+                                                  time_limit, workers, progress, max_rounds, searched, min_gap, 0, need)
+                trial = inner.after
+        joined = join_tables(_view(results, on_chip, arch), f"join ({name})", energy)
+        if not joined.best.empty and float(joined.best["energy"].iloc[0]) < energy * (1 - RTOL):
             energy, best = float(joined.best["energy"].iloc[0]), joined
-        rounds.append(({e: r[2] for e, r in found.items()}, energy))
-        if not lower:
-            break
+        rounds.append(Round({e: r[2] for e, r in found.items()}, energy, fused, trial, inner))
     return results, best, Descent(before, energy, tuple(rounds), time.perf_counter() - start, skipped)
+
+
+def _view(results: dict, on_chip: frozenset[str], arch: Arch) -> dict[str, pd.DataFrame]:
+    """Each Einsum's table without the rows that back a tensor of `on_chip` at the top
+    (labels kept: the join's chosen rows index `results`)."""
+    top = arch.memories[0].name
+    if not on_chip:
+        return {e: r[0] for e, r in results.items()}
+    return {e: r[0][[all(level != top for t, (level, _) in c[0] if t in on_chip) for c in r[0]["compat"]]]
+            for e, r in results.items()}
+
+
+def _fusion_move(workload: Workload, arch: Arch, results: dict, best: SearchResult, chosen: dict,
+                 constraints: dict[str, Constraints], searched: set, least: float):
+    """(tensor, window, window constraints) of the next fusion move worth trying, or None."""
+    order = tuple(workload.einsum_names)
+    evaluation = evaluate(full_mapping(best.best.iloc[0], results, order), workload, arch)
+    for tensor, cost in top_energy(evaluation, chosen, arch).items():
+        if cost < least:
+            return None
+        einsums = window(tensor, chosen, workload, arch)
+        window_c = window_constraints(tensor, einsums, workload, arch, constraints)
+        if window_c is not None and ("fuse", tensor, einsums) not in searched:
+            return tensor, einsums, window_c
+    return None

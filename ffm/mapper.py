@@ -18,11 +18,11 @@ from ffm.budgets import Proof, prove_energy
 from ffm.capacity import NoValidMapping, NothingFoundInTime, needed_capacities
 from ffm.descent import Descent, descend
 from ffm.join import join
-from ffm.search import OBJECTIVES, criteria, search
+from ffm.search import OBJECTIVES, criteria, full_mapping, search
 from looptree.evaluation import Evaluation, evaluate
 from looptree.mapping_io import export
 from looptree.nodes import Mapping
-from pmapgen import Constraints, Stats, generate_all, rebuild
+from pmapgen import Constraints, Stats, generate_all
 from specio import SpecError
 from workloads.model import Workload
 
@@ -201,7 +201,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         raise NoValidMapping(w.name, a, needed_capacities(a, full_mappings, progress))
 
     start = time.perf_counter()
-    evaluations = tuple(evaluate(_rebuild(row, results, order), w, a) for _, row in found.best.iterrows())
+    evaluations = tuple(evaluate(full_mapping(row, results, order), w, a) for _, row in found.best.iterrows())
     seconds["evaluation"] = time.perf_counter() - start
 
     pmapgen_stats = {e: s for e, (_, _, s) in generated.items()}
@@ -229,11 +229,3 @@ def _search(tables: dict[str, pd.DataFrame], w: Workload, a: Arch, objective: st
     bar.close()
     return found
 
-
-def _rebuild(row: pd.Series, results: dict, order: tuple[str, ...]) -> Mapping:
-    """The full mapping a joined row stands for: one rebuilt pmapping per Einsum."""
-    pmappings = {}
-    for e, index in zip(order, row["rows"]):
-        table, templates, _ = results[e]
-        pmappings[e] = rebuild(table.loc[index], templates)
-    return Mapping(pmappings, order)

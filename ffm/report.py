@@ -47,16 +47,32 @@ def statistics_text(stats: MapStats) -> str:
 
 def descent_lines(d: Descent, when: str) -> list[str]:
     """What coordinate descent (ffm.descent) after `when` did: the energy before and after."""
-    searched = sum(len(stats) for stats, _ in d.rounds)
-    cut = sum(not s.complete for stats, _ in d.rounds for s in stats.values())
-    rounds = f"{len(d.rounds)} round{'s' if len(d.rounds) != 1 else ''}"
+    within = [r for r in d.rounds if r.fused is None]
+    searched = sum(len(r.stats) for r in within)
+    cut = sum(not s.complete for r in within for s in r.stats.values())
+    rounds = f"{len(within)} round{'s' if len(within) != 1 else ''}"
     head = (f"  Coordinate descent after {when} ({rounds}, {searched} searches of an Einsum within its "
             f"compatibility group" + (f", {cut} cut short by the time limit" if cut else "")
             + (f"; {len(d.skipped)} skipped, whose groups could lower it by at most "
-               f"{energy_text(sum(d.skipped.values()))} in all" if d.skipped else "")
-            + f", {d.seconds:.1f} s): " + (f"lowered the best mapping from {energy_text(d.before)} to "
-                                           f"{energy_text(d.after)}." if d.after < d.before else
-                                           f"found nothing below {energy_text(d.before)}."))
+               f"{energy_text(sum(d.skipped.values()))} in all" if d.skipped else ""))
+    previous = d.before
+    for r in d.rounds:
+        if r.fused is not None:
+            cut = sum(not s.complete for s in r.stats.values())
+            head += (f"; a fusion move searched {', '.join(r.stats)} with {r.fused} on chip"
+                     + (f" ({cut} cut short)" if cut else "") + ": "
+                     + ("no valid mapping had it on chip" if r.trial is None else
+                        f"the best mapping with it on chip was {energy_text(r.trial)}"
+                        + (f" after {len(r.inner.rounds)} round{'s' if len(r.inner.rounds) != 1 else ''} "
+                           f"within its groups" if r.inner.rounds else
+                           f" (no round within its groups: {len(r.inner.skipped)} of its Einsums were near their "
+                           f"groups' floors, the others' groups searched before)"))
+                     + (f"; the best mapping then became {energy_text(r.energy)}" if r.energy < previous else
+                        "; nothing lower"))
+        previous = r.energy
+    head += (f", {d.seconds:.1f} s): " + (f"lowered the best mapping from {energy_text(d.before)} to "
+                                         f"{energy_text(d.after)}." if d.after < d.before else
+                                         f"found nothing below {energy_text(d.before)}."))
     return textwrap.wrap(head, 100, initial_indent="  ", subsequent_indent="    ")
 
 

@@ -36,6 +36,8 @@ import pandas as pd
 from arch.model import Arch
 from ffm.epsilon import step_epsilon
 from ffm.join import Step, join
+from looptree.nodes import Mapping
+from pmapgen import rebuild
 from pmapgen.pareto import pareto_mask
 from workloads.model import Workload
 
@@ -208,3 +210,9 @@ def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, obje
     if clean.empty:  # impossible: the dirty mapping itself is within the bound
         raise RuntimeError(f"clean pass lost every mapping within the dirty bound {bound!r}")
     return result(clean, bound, eps)
+
+
+def full_mapping(row: pd.Series, results: dict, order: tuple[str, ...]) -> Mapping:
+    """The full mapping a joined row stands for: one rebuilt pmapping per Einsum
+    (`results` as `pmapgen.generate_all` returns them, indexed by the row's `rows`)."""
+    return Mapping({e: rebuild(results[e][0].loc[i], results[e][1]) for e, i in zip(order, row["rows"])}, order)

@@ -5,7 +5,8 @@ compatibility group the mapping chose for it within the budget its rising search
 at (at most the chosen pmapping's energy, at least the group's minimum);
 rounds only lower the energy, never below the exhaustive optimum, and the result
 rebuilds to a valid mapping of that energy. An Einsum is skipped exactly when its chosen
-pmapping is within `min_gap` x the mapping's energy of its group's energy floor."""
+pmapping is within `min_gap` x the mapping's energy of its group's energy floor. (Fusion
+moves are off here; tests/test_fusion.py checks them.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -42,7 +43,7 @@ def check_descent(workload, arch, pick: int, rounds: int, min_gap: float) -> Non
     found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
     join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known)  # noqa: E731
     results, best, d = descend(workload, arch, found, start, join_tables, workers=1, progress=False,
-                               max_rounds=rounds, min_gap=min_gap)
+                               max_rounds=rounds, min_gap=min_gap, fusions=0)
     _bump("checked")
     _bump("lowered", int(d.after < energy * (1 - RTOL)))
     _bump("skipped some", int(bool(d.skipped)))
@@ -52,7 +53,7 @@ def check_descent(workload, arch, pick: int, rounds: int, min_gap: float) -> Non
         extra = {}
         rows = {e: some[e].loc[i] for e, i in zip(order, start.best["rows"].iloc[0])}
         sig = {e: signature(e, workload, Constraints(key=r["compat"])) for e, r in rows.items()}
-        searched = d.rounds[0][0] if d.rounds else {}
+        searched = d.rounds[0].stats if d.rounds else {}
         for e, row in rows.items():
             if e not in searched:  # skipped: its group's floor is within min_gap x the energy of its choice
                 assert e in d.skipped and d.skipped[e] < min_gap * energy

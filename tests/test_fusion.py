@@ -1,0 +1,159 @@
+"""Fusion moves (`ffm.fusion`, `ffm.descent`): the window of a tensor the mapping sends
+through the top level, its constraints, and the move itself.
+
+- By hand, on GPT-3's layer with the batch-64 result's choices (I and QK on chip): the
+  windows and their constraints.
+- On random small DAGs, started from the best mapping of a part of each Einsum's
+  exhaustive table (its unfused rows and a random 30% of the rest): for every shared tensor at the top, the window holds its users and
+  is connected by tensors on chip, and everything crossing its edge is at the top; the
+  join of the part together with the window's constrained pmapgen tables equals the join
+  of the part together with the rows of the exhaustive tables that keep the tensor on
+  chip and the crossing tensors at the top (filtered by key, not generated). A descent of
+  one fusion move fuses the tensor of most top-level energy and reaches exactly that.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import arch as arch_specs
+import workloads
+from ffm.descent import descend
+from ffm.fusion import clusters, window, window_constraints
+from ffm.search import search
+from pmapgen import Constraints, generate
+from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
+
+
+def _rows(workload, onchip: dict[str, str], top: str) -> dict[str, pd.Series]:
+    """Fake chosen rows: every shared tensor at the top but those in `onchip` (tensor -> level)."""
+    return {e: pd.Series({"compat": (tuple((t, (onchip.get(t, top), ())) for t in workload.einsum(e).tensors
+                                           if workload.is_shared(t)), ())})
+            for e in workload.einsum_names}
+
+
+def test_windows_of_gpt3_s_batch_64_result_by_hand():
+    w = workloads.load("gpt3", batch=1, seq_len=64)
+    a = arch_specs.load("tpuv4i")
+    rows = _rows(w, {"I": "GlobalBuffer", "QK": "LocalBuffer"}, "DRAM")
+    assert sorted(map(sorted, clusters(rows, w, a))) == [
+        ["AV"], ["FFA"], ["FFB"], ["I", "K", "Q", "V"], ["QK", "QK_softmax"], ["Z"]]
+    assert window("QK_softmax", rows, w, a) == ("QK", "QK_softmax", "AV")
+    assert window("V", rows, w, a) == ("I", "V", "K", "Q", "AV")
+    assert window("AV", rows, w, a) == ("AV", "Z")
+    c = window_constraints("QK_softmax", ("QK", "QK_softmax", "AV"), w, a)
+    onchip = ("GlobalBuffer", "LocalBuffer", "Register")
+    assert c["QK"].backing == {"Q": ("DRAM",), "K": ("DRAM",)}  # QK stays free: both its users are inside
+    assert c["QK_softmax"].backing == {"QK_softmax": onchip}
+    assert c["AV"].backing == {"QK_softmax": onchip, "V": ("DRAM",), "AV": ("DRAM",)}
+    mine = {"AV": Constraints(backing={"QK_softmax": ("LocalBuffer", "DRAM")})}
+    assert window_constraints("QK_softmax", ("QK", "QK_softmax", "AV"), w, a, mine)["AV"].backing["QK_softmax"] \
+        == ("LocalBuffer",)
+    assert window_constraints("QK_softmax", ("QK", "QK_softmax", "AV"), w, a,
+                              {"AV": Constraints(backing={"QK_softmax": ("DRAM",)})}) is None
+
+
+def _best_energy(result, otherwise: float) -> float:
+    return otherwise if result.best.empty else float(result.best["energy"].iloc[0])
+
+
+def check_fusion(workload, arch, pick: int, rounds: int) -> None:
+    order = tuple(workload.einsum_names)
+    generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
+    tables = {e: r[0] for e, r in generated.items()}
+    if any(t.empty for t in tables.values()):
+        return
+    truth = search(tables, workload, arch, "energy")
+    if truth.best.empty:
+        _bump("no valid mapping")
+        return
+    rng = np.random.default_rng(pick)
+    top = arch.memories[0].name
+    unfused = {e: np.array([all(lv == top for _, (lv, _) in c[0]) for c in t["compat"]]) for e, t in tables.items()}
+    some = {e: t[unfused[e] | (rng.random(len(t)) < 0.3)].reset_index(drop=True) for e, t in tables.items()}
+    start = search(some, workload, arch, "energy")
+    if start.best.empty:
+        _bump("nothing valid in the part")
+        return
+    energy = float(start.best["energy"].iloc[0])
+    rows = {e: some[e].loc[i] for e, i in zip(order, start.best["rows"].iloc[0])}
+    level = {t: lv for r in rows.values() for t, (lv, _) in r["compat"][0]}
+    expected, trial = {}, {}
+    for t in (t for t, lv in level.items() if lv == top):
+        w_ = window(t, rows, workload, arch)
+        inside = set(w_)
+        assert set(workload.users(t)) <= inside
+        crossing = {u for u in level if inside & set(workload.users(u)) and set(workload.users(u)) - inside}
+        assert all(level[u] == top for u in crossing)
+        reached, frontier = set(workload.users(t)), list(workload.users(t))
+        while frontier:  # every Einsum of the window is linked to a user of t by tensors on chip
+            e = frontier.pop()
+            for u in workload.einsum(e).tensors:
+                if level.get(u, top) != top:
+                    new = set(workload.users(u)) - reached
+                    reached |= new
+                    frontier += list(new)
+        assert reached == inside
+        constraints = window_constraints(t, w_, workload, arch)
+
+        def fits(compat) -> bool:
+            per = dict(compat[0])
+            return (t not in per or per[t][0] != top) and all(per[u][0] == top for u in crossing if u in per)
+        by_hand = {e: pd.concat([some[e], tables[e][[fits(c) for c in tables[e]["compat"]]]]) if e in inside
+                   else some[e] for e in order}
+        generated_w = {e: pd.concat([some[e], generate(e, workload, arch, constraints[e], objectives=("energy",))[0]])
+                       if e in inside else some[e] for e in order}
+        expected[t] = _best_energy(search(by_hand, workload, arch, "energy", known=energy), energy)
+        with_it = {e: tab[[dict(c[0]).get(t, ("",))[0] != top for c in tab["compat"]]] for e, tab in by_hand.items()}
+        trial[t] = search(with_it, workload, arch, "energy")
+        got = _best_energy(search(generated_w, workload, arch, "energy", known=energy), energy)
+        assert np.isclose(got, expected[t], rtol=RTOL), (t, got, expected[t])
+        _bump("windows checked")
+        _bump("windows lowering", int(expected[t] < energy * (1 - RTOL)))
+    found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
+    join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known)  # noqa: E731
+    results, best, d = descend(workload, arch, found, start, join_tables, workers=1, progress=False,
+                               max_rounds=rounds, min_gap=0.0, fusions=1)
+    moves = [r for r in d.rounds if r.fused is not None]
+    _bump("fusion moves", len(moves))
+    _bump("fusion moves lowering", int(d.after < energy * (1 - RTOL)))
+    previous = energy
+    for r in d.rounds:  # a move's on-chip mapping is valid, and the join after it takes it if lower
+        if r.trial is not None:
+            assert r.trial >= truth.best["energy"].iloc[0] * (1 - RTOL)
+            assert r.energy <= min(previous, r.trial) * (1 + RTOL)
+            _bump("moves with inner rounds", int(bool(r.inner.rounds)))
+        previous = r.energy
+    if rounds == 0:  # the move alone, from the start
+        assert len(d.rounds) == int(bool(expected))
+    if rounds == 0 and d.rounds:
+        start_ev = chosen(start, some, {e: generated[e][1] for e in order}, workload, arch)
+        cost = {t: start_ev.energy_by_access_pJ.get(top, {}).get(t, 0.0) for t in expected}
+        fused = d.rounds[0].fused
+        assert cost[fused] == max(cost.values())
+        assert np.isclose(d.after, expected[fused], rtol=RTOL)
+        assert d.rounds[0].inner is None or d.rounds[0].inner.rounds == ()  # no rounds within keys
+        if trial[fused].best.empty:
+            assert d.rounds[0].trial is None
+        else:
+            assert np.isclose(d.rounds[0].trial, trial[fused].best["energy"].iloc[0], rtol=RTOL)
+            _bump("trials above the start", int(d.rounds[0].trial > energy * (1 + RTOL)))
+    assert truth.best["energy"].iloc[0] * (1 - RTOL) <= d.after <= energy
+    ev = chosen(best, {e: r[0] for e, r in results.items()}, {e: r[1] for e, r in results.items()}, workload, arch)
+    assert np.isclose(ev.energy_pJ, d.after, rtol=RTOL)
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6), st.sampled_from([0, 2]))
+def test_fusion_move_joins_the_window_s_pmappings_with_the_tensor_on_chip(problem, pick, rounds):
+    check_fusion(*problem, pick=pick, rounds=rounds)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, **SETTINGS)
+@given(problems(max_levels=3), st.integers(0, 10**6), st.sampled_from([0, 2]))
+def test_fusion_move_joins_the_window_s_pmappings_with_the_tensor_on_chip_long(problem, pick, rounds):
+    check_fusion(*problem, pick=pick, rounds=rounds)
