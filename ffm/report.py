@@ -51,7 +51,8 @@ def descent_lines(d: Descent, when: str) -> list[str]:
     searched = sum(len(r.stats) for r in within)
     cut = sum(not s.complete for r in within for s in r.stats.values())
     rounds = f"{len(within)} round{'s' if len(within) != 1 else ''}"
-    head = (f"  Coordinate descent after {when} ({rounds}, {searched} searches of an Einsum within its "
+    head = (f"  Coordinate descent after {when} ({rounds}, {searched} search{'es' if searched != 1 else ''} of an "
+            f"Einsum within its "
             f"compatibility group" + (f", {cut} cut short by the time limit" if cut else "")
             + (f"; {len(d.skipped)} skipped, whose groups could lower it by at most "
                f"{energy_text(sum(d.skipped.values()))} in all" if d.skipped else ""))

@@ -157,3 +157,24 @@ def test_fusion_move_joins_the_window_s_pmappings_with_the_tensor_on_chip(proble
 @given(problems(max_levels=3), st.integers(0, 10**6), st.sampled_from([0, 2]))
 def test_fusion_move_joins_the_window_s_pmappings_with_the_tensor_on_chip_long(problem, pick, rounds):
     check_fusion(*problem, pick=pick, rounds=rounds)
+
+
+def test_report_says_what_a_fusion_move_found():
+    from ffm.descent import Descent, Round
+    from ffm.report import descent_lines
+    from pmapgen.generate import Stats
+    window_ = {"QK": Stats(1, 1, 1, False), "QK_softmax": Stats(1, 1, 1, False), "AV": Stats(1, 1, 1, True)}
+    tuned = Descent(30.7e12, 28.0e12, (Round({"QK": Stats(1, 1, 1, False)}, 28.0e12),), 1.0)
+    d = Descent(46.8e12, 28.0e12, (Round({"V": Stats(1, 1, 1)}, 40.0e12),
+                                   Round(window_, 28.0e12, "QK_softmax", 28.0e12, tuned)), 300.0)
+    text = " ".join(line.strip() for line in descent_lines(d, "the join"))
+    assert "(1 round, 1 search of an Einsum within its compatibility group;" in text
+    assert ("a fusion move searched QK, QK_softmax, AV with QK_softmax on chip (2 cut short): the best mapping with "
+            "it on chip was 28 J after 1 round within its groups; the best mapping then became 28 J") in text
+    assert text.endswith("lowered the best mapping from 46.8 J to 28 J.")
+    untuned = Descent(30.7e12, 30.7e12, (), 1.0, {"QK": 0.0, "AV": 0.0})
+    d = Descent(29.6e12, 29.6e12, (Round(window_, 29.6e12, "QK_softmax", 30.7e12, untuned),), 300.0)
+    text = " ".join(line.strip() for line in descent_lines(d, "the join"))
+    assert ("was 30.7 J (no round within its groups: 2 of its Einsums were near their groups' floors, the others' "
+            "groups searched before); nothing lower") in text
+    assert text.endswith("found nothing below 29.6 J.")
