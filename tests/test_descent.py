@@ -23,22 +23,36 @@ from pmapgen.prefixes import energy_lower_bound
 from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
 
 
-def check_descent(workload, arch, pick: int, rounds: int, min_gap: float) -> None:
+def exhaustive_and_part(workload, arch, pick: int, always=None):
+    """(generated, tables, truth, some, start): each Einsum's exhaustive pmapgen result and
+    table, the exhaustive optimum, a part of each table (a random 30% of its rows, and
+    those `always(table)` marks) and the best mapping of the part; None (counted) when
+    there is no valid mapping or none in the part."""
     order = tuple(workload.einsum_names)
     generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
     tables = {e: r[0] for e, r in generated.items()}
     if any(t.empty for t in tables.values()):
-        return
+        return None
     truth = search(tables, workload, arch, "energy")
     if truth.best.empty:
         _bump("no valid mapping")
-        return
+        return None
     rng = np.random.default_rng(pick)
-    some = {e: t[rng.random(len(t)) < 0.3].reset_index(drop=True) for e, t in tables.items()}
+    some = {e: t[(rng.random(len(t)) < 0.3) | (False if always is None else always(t))].reset_index(drop=True)
+            for e, t in tables.items()}
     start = search(some, workload, arch, "energy")
     if start.best.empty:
         _bump("nothing valid in the part")
+        return None
+    return generated, tables, truth, some, start
+
+
+def check_descent(workload, arch, pick: int, rounds: int, min_gap: float) -> None:
+    order = tuple(workload.einsum_names)
+    made = exhaustive_and_part(workload, arch, pick)
+    if made is None:
         return
+    generated, tables, truth, some, start = made
     energy = float(start.best["energy"].iloc[0])
     found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
     join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known)  # noqa: E731

@@ -25,6 +25,7 @@ from ffm.descent import descend
 from ffm.fusion import clusters, window, window_constraints
 from ffm.search import search
 from pmapgen import Constraints, generate
+from tests.test_descent import exhaustive_and_part
 from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
 
 
@@ -62,22 +63,12 @@ def _best_energy(result, otherwise: float) -> float:
 
 def check_fusion(workload, arch, pick: int, rounds: int) -> None:
     order = tuple(workload.einsum_names)
-    generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
-    tables = {e: r[0] for e, r in generated.items()}
-    if any(t.empty for t in tables.values()):
-        return
-    truth = search(tables, workload, arch, "energy")
-    if truth.best.empty:
-        _bump("no valid mapping")
-        return
-    rng = np.random.default_rng(pick)
     top = arch.memories[0].name
-    unfused = {e: np.array([all(lv == top for _, (lv, _) in c[0]) for c in t["compat"]]) for e, t in tables.items()}
-    some = {e: t[unfused[e] | (rng.random(len(t)) < 0.3)].reset_index(drop=True) for e, t in tables.items()}
-    start = search(some, workload, arch, "energy")
-    if start.best.empty:
-        _bump("nothing valid in the part")
+    made = exhaustive_and_part(workload, arch, pick,  # the unfused rows, and a random 30% of the rest
+                               lambda t: np.array([all(lv == top for _, (lv, _) in c[0]) for c in t["compat"]]))
+    if made is None:
         return
+    generated, tables, truth, some, start = made
     energy = float(start.best["energy"].iloc[0])
     rows = {e: some[e].loc[i] for e, i in zip(order, start.best["rows"].iloc[0])}
     level = {t: lv for r in rows.values() for t, (lv, _) in r["compat"][0]}
