@@ -90,7 +90,7 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
 
     At most `max_rounds` rounds search within keys; when none is left to search, a
     fusion move (`ffm.fusion`) is tried, at most `fusions` of them, on the tensor at the
-    top whose accesses there cost the most (at least `min_gap` x the mapping's energy);
+    top whose accesses there cost the most (at least `min_gap` x the mapping's energy).
     The move's rows are joined twice: with the tensor required on chip (the best such
     mapping, then tuned by rounds within its keys, however it compares at first), and
     freely, told the current energy. `on_chip` names the tensors every join here requires

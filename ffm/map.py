@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
                         f"0: no proof)")
     p.add_argument("--no-descent", action="store_true",
                    help="energy objective, when pmapgen was cut short: skip the coordinate descent that searches "
-                        "each Einsum again within its compatibility group (faster, usually a worse mapping)")
+                        "each Einsum again within its compatibility group, and its fusion moves (faster, usually a "
+                        "worse mapping)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
