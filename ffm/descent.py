@@ -35,7 +35,7 @@ from typing import Callable
 import pandas as pd
 
 from arch.model import Arch
-from ffm.fusion import top_energy, window, window_constraints
+from ffm.fusion import anchor, chain_constraints, top_energy, window, window_constraints
 from ffm.search import SearchResult, full_mapping
 from looptree.evaluation import evaluate
 from pmapgen import Constraints, Stats, generate_all
@@ -58,6 +58,8 @@ class Round:
     fused: str | None = None
     trial: float | None = None  # a fusion move: the best mapping with the tensor on chip, after `inner`
     inner: Descent | None = None  # a fusion move: the descent within keys that tuned that mapping
+    anchor: str | None = None  # a fusion move: the Einsum its chain started from (`ffm.fusion`)
+    chain: dict[str, Stats] = field(default_factory=dict)  # ... and the chain's searches, in order
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,12 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
             found = generate_all(workload, arch, window_c, objectives=("energy",), workers=workers, progress=progress,
                                  time_limit=time_limit, desc=name, einsums=einsums)
         results = union(results, found)
-        trial, inner = None, None
+        trial, inner, first, chain = None, None, None, {}
+        if fused is not None:
+            first, chained, _ = _chain(workload, arch, fused, einsums, window_c, found, chosen, energy, time_limit,
+                                    workers, progress, name)
+            results = union(results, chained)
+            chain = {e: r[2] for e, r in chained.items()}
         if fused is not None:
             need = on_chip | {fused}
             with_it = join_tables(_view(results, need, arch), f"join ({name}, on chip)", None)
@@ -137,7 +144,7 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
         joined = join_tables(_view(results, on_chip, arch), f"join ({name})", energy)
         if not joined.best.empty and float(joined.best["energy"].iloc[0]) < energy * (1 - RTOL):
             energy, best = float(joined.best["energy"].iloc[0]), joined
-        rounds.append(Round({e: r[2] for e, r in found.items()}, energy, fused, trial, inner))
+        rounds.append(Round({e: r[2] for e, r in found.items()}, energy, fused, trial, inner, first, chain))
     return results, best, Descent(before, energy, tuple(rounds), time.perf_counter() - start, skipped)
 
 
@@ -149,6 +156,28 @@ def _view(results: dict, on_chip: frozenset[str], arch: Arch) -> dict[str, pd.Da
         return {e: r[0] for e, r in results.items()}
     return {e: r[0][[all(level != top for t, (level, _) in c[0] if t in on_chip) for c in r[0]["compat"]]]
             for e, r in results.items()}
+
+
+def _chain(workload: Workload, arch: Arch, tensor: str, einsums: tuple[str, ...], window_c: dict, found: dict,
+           chosen: dict, ceiling: float, time_limit: float | None, workers: int | None, progress: bool,
+           name: str) -> tuple[str | None, dict, dict]:
+    """(anchor, {Einsum: its search's (table, templates, Stats)}, {Einsum: the c_T its
+    search fixed}), in the order searched: a fusion move's chain (`ffm.fusion`). Each search rises from its energy floor up to
+    `ceiling` (the mapping's energy: no pmapping above it can be part of a better one)
+    and keeps the lowest pmapping it finds and the frontier just above it."""
+    start = anchor(tensor, einsums, found, chosen, arch)
+    if start is None:
+        return None, {}, {}
+    fixed, out, keys = {start[0]: start[1]}, {}, {}
+    while todo := chain_constraints(fixed, einsums, workload, window_c):
+        got = generate_all(workload, arch, todo, objectives=("energy",), workers=workers, progress=progress,
+                           time_limit=time_limit, budgets={e: ceiling for e in todo}, desc=f"{name}: chain",
+                           rising=True, einsums=tuple(todo))
+        for e in todo:
+            table = got[e][0]
+            fixed[e] = None if table.empty else table.loc[table["energy"].idxmin()]
+            out[e], keys[e] = got[e], todo[e].tensor_keys
+    return start[0], out, keys
 
 
 def _fusion_move(workload: Workload, arch: Arch, results: dict, best: SearchResult, chosen: dict,

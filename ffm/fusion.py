@@ -16,6 +16,14 @@ them. A fusion move searches those Einsums again together:
   tables together with these rows then finds any better mapping they make (capacity is
   checked by the join).
 
+The enumeration samples each Einsum's pmappings separately, so a fused key all the
+window's Einsums share is rarely in every sample. A **chain** proposes one: the
+**anchor** (the user of T costing the most in the mapping) takes its lowest-energy row
+with T on chip; each Einsum of the window sharing a tensor with the rows fixed so far is
+then searched with those tensors' c_T fixed to theirs (`Constraints.tensor_keys`: the
+c_T the join would require), and its lowest-energy row fixes its own neighbours' in turn
+(`chain_constraints`).
+
 Which tensor first: the one whose top-level traffic costs the most energy in the mapping
 (`top_energy`). That is what fusing it would remove, not a bound on what the move gains
 (fusing changes the other accesses too); it only orders the moves.
@@ -103,3 +111,34 @@ def top_energy(evaluation: Evaluation, chosen: dict[str, pd.Series], arch: Arch)
     at_top = [t for t, level in backings(chosen).items() if level == top]
     cost = evaluation.energy_by_access_pJ.get(top, {})
     return dict(sorted(((t, float(cost.get(t, 0.0))) for t in at_top), key=lambda kv: -kv[1]))
+
+
+def anchor(tensor: str, einsums: tuple[str, ...], found: dict, chosen: dict[str, pd.Series],
+           arch: Arch) -> tuple[str, pd.Series] | None:
+    """The chain's first Einsum and row: of `tensor`'s users in the window, the one whose
+    chosen pmapping costs the most, with its lowest-energy row of `found` (its window
+    search's table) backing `tensor` below the top; None if it has none."""
+    top = arch.memories[0].name
+    users = [e for e in einsums if e in found and any(t == tensor for t, _ in chosen[e]["compat"][0])]
+    if not users:
+        return None
+    e = max(users, key=lambda u: float(chosen[u]["energy"]))
+    table = found[e][0]
+    on = table[[dict(c[0])[tensor][0] != top for c in table["compat"]]]
+    return None if on.empty else (e, on.loc[on["energy"].idxmin()])
+
+
+def chain_constraints(fixed: dict[str, pd.Series | None], einsums: tuple[str, ...], workload: Workload,
+                      window_c: dict[str, Constraints]) -> dict[str, Constraints]:
+    """The chain's next searches: per Einsum of the window not yet in `fixed` (Einsum ->
+    its row, None if its search found none) that shares a tensor with a fixed row, its
+    window constraints with those tensors' c_T fixed to that row's."""
+    out = {}
+    for e in einsums:
+        if e in fixed:
+            continue
+        keys = {t: c for row in fixed.values() if row is not None for t, c in row["compat"][0]
+                if t in workload.einsum(e).tensors}
+        if keys:
+            out[e] = replace(window_c[e], tensor_keys={**window_c[e].tensor_keys, **keys})
+    return out

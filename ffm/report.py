@@ -60,8 +60,12 @@ def descent_lines(d: Descent, when: str) -> list[str]:
     for r in d.rounds:
         if r.fused is not None:
             cut = sum(not s.complete for s in r.stats.values())
+            chain_cut = sum(not s.complete for s in r.chain.values())
             head += (f"; a fusion move searched {', '.join(r.stats)} with {r.fused} on chip"
-                     + (f" ({cut} cut short)" if cut else "") + ": "
+                     + (f" ({cut} cut short)" if cut else "")
+                     + (f", then chained from {r.anchor}'s lowest such pmapping through {', '.join(r.chain)} (the "
+                        f"c_T they share with it fixed" + (f"; {chain_cut} cut short" if chain_cut else "") + ")"
+                        if r.chain else "") + ": "
                      + ("no valid mapping had it on chip" if r.trial is None else
                         f"the best mapping with it on chip was {energy_text(r.trial)}"
                         + (f" after {len(r.inner.rounds)} round{'s' if len(r.inner.rounds) != 1 else ''} "

@@ -21,6 +21,8 @@ class Constraints:
     max_spatial_per_level: how many spatial loops one fanout level may use.
     key: the compatibility key every pmapping must have (a pmapgen table's `compat`
         value; `pmapgen.fixed_key`); None: any.
+    tensor_keys: shared tensor -> the c_T every pmapping must give it (a part of `key`:
+        (backing level, loops above it), as `looptree.validate.compatibility` gives it).
     """
     backing: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fusable_ranks: frozenset[str] | None = None
@@ -31,6 +33,7 @@ class Constraints:
     max_loops_per_rank: int = 8
     max_spatial_per_level: int = 8
     key: tuple | None = None
+    tensor_keys: dict[str, tuple] = field(default_factory=dict)
 
     def backing_allowed(self, tensor: str, level: str) -> bool:
         return tensor not in self.backing or level in self.backing[tensor]

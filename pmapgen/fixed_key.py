@@ -8,7 +8,14 @@ key (`FixedKey.structure_ok`, `FixedKey.tiles_ok`): these are necessary conditio
 loops over the key's ranks and dims, no more of each than the key has, with the key's
 tiles; each on-chip backing under as many loops indexing its tensor as its c_T has; as
 many fused loops as the key once the fused region closes). The key itself is checked on
-every row at the end (`has_key`), which also serves the per-template enumeration."""
+every row at the end (`has_key`), which also serves the per-template enumeration.
+
+`Constraints.tensor_keys` fixes a part of the key: the c_T of chosen shared tensors only
+(a fusion move proposes a neighbour's c_T this way, `ffm.fusion`). It is checked the same
+way (`FixedTensors`, `tensors_ok`, `tensor_tiles_ok`), on the loops above each such
+tensor's backing that index it, then exactly by `has_key`. Pruning is per compatibility
+group and every group holds one c_T per tensor, so the search keeps exactly the rows of
+the unconstrained search that give those c_T."""
 from __future__ import annotations
 
 from collections import Counter
@@ -53,10 +60,83 @@ def fixed_key(key: tuple, einsum: str, workload: Workload, arch: Arch, unit: str
                     {t: len(loops) for t, (level, loops) in per_tensor if level != top}, len(fused))
 
 
+@dataclass(frozen=True)
+class FixedTensors:
+    """`Constraints.tensor_keys` as the prefix search checks them."""
+    backing: dict  # tensor -> backing level index
+    loops: dict  # tensor -> Counter of (rank, spatial dim) over the loops indexing it above its backing
+    tiles: dict  # (tensor, rank, spatial dim) -> the tiles c_T has for such loops
+
+
+def fixed_tensors(tensor_keys: dict, einsum: str, workload: Workload, arch: Arch, unit: str) -> FixedTensors:
+    """`tensor_keys` for `einsum` on compute `unit`; ValueError if one cannot be a c_T of it."""
+    e = workload.einsum(einsum)
+    index = {m.name: k for k, m in enumerate(arch.path(unit))}
+    backing, loops, tiles = {}, {}, {}
+    for t, (level, above) in tensor_keys.items():
+        if t not in e.tensors or not workload.is_shared(t):
+            raise ValueError(f"tensor_keys of {einsum} name {t!r}, not one of its shared tensors")
+        if level not in index:
+            raise ValueError(f"tensor_keys of {einsum} back {t} at {level!r}, not on {unit}'s path")
+        ranks = e.use(t).ranks
+        backing[t] = index[level]
+        loops[t] = Counter((ranks[pos], sp) for pos, _, sp in above)
+        for pos, tile, sp in above:
+            tiles.setdefault((t, ranks[pos], sp), set()).add(int(tile))
+    return FixedTensors(backing, loops, {k: frozenset(v) for k, v in tiles.items()})
+
+
+def tensors_ok(ft: FixedTensors, fused: tuple, depth_f: int | None, workload: Workload, einsum: str) -> bool:
+    """Whether a partial pmapping with fused structure `fused` (as `structure_ok` reads it)
+    may still give the fixed tensors their c_T: each backed at its level, under no more
+    loops indexing it (per rank and dim) than its c_T has, exactly as many once placed."""
+    e = workload.einsum(einsum)
+    n = sum(workload.is_shared(t) for t in e.tensors)
+    levels = dict(fused[:n])
+    if any(levels.get(t) != k for t, k in ft.backing.items()):
+        return False
+    seen = {t: Counter() for t in ft.backing}
+    placed = {t for t, k in ft.backing.items() if k == 0}  # the top's backings precede every loop
+    for ev in fused[n:]:
+        if ev[0] == "loop":
+            for t, c in seen.items():
+                if t not in placed and ev[1] in e.use(t).ranks:
+                    c[ev[1], ev[2]] += 1
+                    if c[ev[1], ev[2]] > ft.loops[t].get((ev[1], ev[2]), 0):
+                        return False
+        elif ev[1] in seen:
+            if sum(seen[ev[1]].values()) != sum(ft.loops[ev[1]].values()):
+                return False
+            placed.add(ev[1])
+    # once the fused region closes, every on-chip shared backing has been placed
+    return depth_f is None or placed >= set(ft.backing)
+
+
+def tensor_tiles_ok(ft: FixedTensors, fused: tuple, cols: dict, workload: Workload, einsum: str) -> np.ndarray:
+    """Per row of `cols`, whether each fused loop indexing a fixed tensor above its backing
+    has a tile its c_T has for that rank and dim."""
+    e = workload.einsum(einsum)
+    n = sum(workload.is_shared(t) for t in e.tensors)
+    ok = np.ones(len(cols["energy"]), dtype=bool)
+    placed, i = {t for t, k in ft.backing.items() if k == 0}, 0
+    for ev in fused[n:]:
+        if ev[0] == "backing":
+            placed.add(ev[1])
+            continue
+        for t in ft.backing:
+            if t not in placed and ev[1] in e.use(t).ranks:
+                ok &= np.isin(cols[f"ft:{i}"], list(ft.tiles.get((t, ev[1], ev[2]), ())))
+        i += 1
+    return ok
+
+
 def narrowed(constraints: Constraints | None) -> Constraints:
-    """`constraints` with what their `key` implies in their own terms added (each shared
-    tensor's backing level, the ranks that may be fused), so the enumeration starts narrow."""
+    """`constraints` with what their `key` and `tensor_keys` imply in their own terms added
+    (each fixed tensor's backing level, the ranks that may be fused), so the enumeration
+    starts narrow."""
     c = constraints or Constraints()
+    if c.tensor_keys:
+        c = replace(c, backing={**c.backing, **{t: (level,) for t, (level, _) in c.tensor_keys.items()}})
     if c.key is None:
         return c
     per_tensor, fused = c.key
@@ -96,8 +176,14 @@ def tiles_ok(fk: FixedKey, fused: tuple, cols: dict) -> np.ndarray:
     return ok
 
 
-def has_key(table: pd.DataFrame, key: tuple | None) -> pd.DataFrame:
-    """The rows of a pmapgen table whose compatibility key is `key` (all if None)."""
-    if key is None or table.empty:
+def has_key(table: pd.DataFrame, key: tuple | None, tensor_keys: dict | None = None) -> pd.DataFrame:
+    """The rows of a pmapgen table whose compatibility key is `key` (any if None) and
+    whose c_T are those of `tensor_keys`."""
+    if table.empty:
         return table
-    return table[[c == key for c in table["compat"]]]
+    if key is not None:
+        table = table[[c == key for c in table["compat"]]]
+    if tensor_keys:
+        wanted = tuple(tensor_keys.items())
+        table = table[[all(dict(c[0]).get(t) == ct for t, ct in wanted) for c in table["compat"]]]
+    return table

@@ -237,14 +237,15 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
                 parts = [prune_rows(_concat(parts), objectives)]
             kept += [r for r in parts if len(r.tiles)]
     return result(einsum, kept, workload, arch, objectives, n_templates, n_shapes, complete, start,
-                  key=constraints.key)
+                  constraints=constraints)
 
 
 def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, objectives, explored: int,
            evaluated: int, complete: bool, start: float, lower_bound: float = 0.0, budget: float | None = None,
-           key: tuple | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
+           constraints: Constraints | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
     """(table, templates, Stats) from the kept rows of every template, pruned per group;
-    only those with compatibility key `key`, if given (`Constraints.key`)."""
+    only those with the compatibility key and c_T `constraints` fix, if any
+    (`Constraints.key`, `Constraints.tensor_keys`)."""
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
         return empty, [], Stats(explored, evaluated, 0, complete, time.perf_counter() - start, lower_bound, budget)
@@ -252,7 +253,8 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
     columns = list(dict.fromkeys(c for r in kept for c in [*r.columns, "tiles", "fused_depth", "compat", "template"]))
     cut = prune_across_templates(kept, workload, arch, objectives)
     ids = [i for i, r in enumerate(cut) if len(r.tiles)]
-    table = has_key(to_frame([cut[i] for i in ids], workload, arch, ids), key)
+    c = constraints or Constraints()
+    table = has_key(to_frame([cut[i] for i in ids], workload, arch, ids), c.key, c.tensor_keys)
     table = table.reindex(columns=columns).reset_index(drop=True)
     table.insert(0, "einsum", einsum)
     return table, [r.template for r in kept], Stats(explored, evaluated, len(table), complete,

@@ -36,7 +36,7 @@ from looptree.nodes import Loop, Storage
 from pmapgen.bounds import energy_floor, energy_floor_of, floor_plan
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
-from pmapgen.fixed_key import fixed_key, narrowed, structure_ok, tiles_ok
+from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tensor_tiles_ok, tensors_ok, tiles_ok
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, roots, space
 from pmapgen.tiles import divisor_chains
@@ -106,7 +106,9 @@ class _Search:
         constraints = narrowed(constraints)
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
         self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
-        self._in_key: dict = {}  # (Key.fused, F) -> whether it may still end with the fixed key
+        self.fixed_tensors = fixed_tensors(constraints.tensor_keys, einsum, workload, arch, unit) \
+            if constraints.tensor_keys else None
+        self._in_key: dict = {}  # (Key.fused, F) -> whether it may still end with the fixed key and c_T
         self.allowed = constraints.tiles
         self.ranks = list(self.sp.relevance)
         self.path = self.sp.path
@@ -186,7 +188,7 @@ class _Search:
         if not n:
             return
         self.stats.rows += n
-        if self.fixed is not None:
+        if self.fixed is not None or self.fixed_tensors is not None:
             cols, tiles, n = self._within_key(key, cols, tiles)
             if not n:
                 return
@@ -209,14 +211,20 @@ class _Search:
             waiting.parts = [self._prune(key, _concat(waiting.parts))]
 
     def _within_key(self, key: Key, cols: dict, tiles: np.ndarray) -> tuple[dict, np.ndarray, int]:
-        """The rows that may still end with the fixed compatibility key (`pmapgen.fixed_key`)."""
+        """The rows that may still end with the fixed compatibility key and c_T (`pmapgen.fixed_key`)."""
         ok = self._in_key.get((key.fused, key.depth_f))
         if ok is None:
-            ok = self._in_key[key.fused, key.depth_f] = structure_ok(self.fixed, key.fused, key.depth_f, self.w,
-                                                                    self.e.name)
+            ok = self._in_key[key.fused, key.depth_f] = (
+                (self.fixed is None or structure_ok(self.fixed, key.fused, key.depth_f, self.w, self.e.name))
+                and (self.fixed_tensors is None
+                     or tensors_ok(self.fixed_tensors, key.fused, key.depth_f, self.w, self.e.name)))
         if not ok:
             return cols, tiles, 0
-        keep = tiles_ok(self.fixed, key.fused, cols)
+        keep = np.ones(len(tiles), dtype=bool)
+        if self.fixed is not None:
+            keep &= tiles_ok(self.fixed, key.fused, cols)
+        if self.fixed_tensors is not None:
+            keep &= tensor_tiles_ok(self.fixed_tensors, key.fused, cols, self.w, self.e.name)
         if keep.all():
             return cols, tiles, len(tiles)
         return {c: v[keep] for c, v in cols.items()}, tiles[keep], int(keep.sum())
@@ -624,7 +632,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
                                  for t, tiles in search.survivors(objectives)) if len(r.tiles)]
     low = 0.0 if budget is None else min(low, budget)
     return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin,
-                  low, budget, (constraints or Constraints()).key)
+                  low, budget, constraints)
 
 
 def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceiling: float,

@@ -1,7 +1,9 @@
 """pmapgen within one compatibility group (`Constraints.key`, `pmapgen.fixed_key`): the
 prefix search and the per-template enumeration keep exactly the frontier of that group
 in the enumeration without the key (itself checked against brute force in
-tests/test_pmapgen.py), with and without an energy budget."""
+tests/test_pmapgen.py), with and without an energy budget. The same for a part of the
+key (`Constraints.tensor_keys`: one shared tensor's c_T): exactly the frontiers of the
+groups that give it that c_T."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -70,3 +72,48 @@ def test_a_key_naming_other_tensors_is_refused():
     key = generate("V", w, a, objectives=("energy",))[0]["compat"].iloc[0]  # V's: names V and I, not K
     with pytest.raises(ValueError, match="shared tensors"):
         generate_by_prefixes("K", w, a, Constraints(key=key), objectives=("energy",))
+
+
+def tensor_key_groups(w, a, pick: int):
+    """Per Einsum with a shared tensor: (einsum, {tensor: c_T} of one of its rows, the
+    exhaustive table's rows with that c_T)."""
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("energy",))[0]
+        if full.empty or not full["compat"].iloc[0][0]:
+            continue
+        per_tensor = full["compat"].iloc[pick % len(full)][0]
+        t, c_t = per_tensor[(pick // len(full)) % len(per_tensor)]
+        yield e, {t: c_t}, full[[dict(c[0])[t] == c_t for c in full["compat"]]]
+
+
+def same_tensor_key_frontiers(w, a, pick: int) -> None:
+    for e, tensor_keys, rows in tensor_key_groups(w, a, pick):
+        fixed = Constraints(tensor_keys=tensor_keys)
+        for got in (generate_by_prefixes(e, w, a, fixed, objectives=("energy",))[0],
+                    generate(e, w, a, fixed, objectives=("energy",))[0]):
+            assert frontier(got, ("energy",)) == frontier(rows, ("energy",))
+        least = float(rows["energy"].min())
+        assert energy_lower_bound(e, w, a, fixed) <= least * (1 + 1e-9)
+        rising = generate_by_rising_budgets(e, w, a, float(rows["energy"].max()), fixed, ("energy",))[0]
+        assert np.isclose(rising["energy"].min(), least)
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(small_problems(max_levels=2), st.integers(0, 10_000))
+def test_a_fixed_c_t_keeps_exactly_the_frontiers_of_its_groups(problem, pick):
+    same_tensor_key_frontiers(*problem, pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(small_problems(max_levels=3), st.integers(0, 10_000))
+def test_a_fixed_c_t_keeps_exactly_the_frontiers_of_its_groups_long(problem, pick):
+    same_tensor_key_frontiers(*problem, pick)
+
+
+def test_tensor_keys_naming_a_tensor_the_einsum_does_not_share_are_refused():
+    from tests.test_pmapgen import kv_projections
+    w, a = kv_projections()
+    with pytest.raises(ValueError, match="not one of its shared tensors"):
+        generate_by_prefixes("K", w, a, Constraints(tensor_keys={"V": (a.memories[0].name, ())}),
+                             objectives=("energy",))

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 import arch as arch_specs
 import workloads
-from ffm.descent import descend
-from ffm.fusion import clusters, window, window_constraints
+from ffm.descent import _chain, descend
+from ffm.fusion import chain_constraints, clusters, window, window_constraints
 from ffm.search import search
 from pmapgen import Constraints, generate
 from tests.test_descent import exhaustive_and_part
@@ -46,6 +46,17 @@ def test_windows_of_gpt3_s_batch_64_result_by_hand():
     assert window("V", rows, w, a) == ("I", "V", "K", "Q", "AV")
     assert window("AV", rows, w, a) == ("AV", "Z")
     c = window_constraints("QK_softmax", ("QK", "QK_softmax", "AV"), w, a)
+    on_gb = ("GlobalBuffer", ((0, 1, None), (3, 2, None)))  # AV's best row at batch 64: under b (tile 1), h (2)
+    av = pd.Series({"compat": ((("AV", ("DRAM", ())), ("QK_softmax", on_gb), ("V", ("DRAM", ()))), ())})
+    first = chain_constraints({"AV": av}, ("QK", "QK_softmax", "AV"), w, c)
+    assert list(first) == ["QK_softmax"]  # QK shares nothing with AV
+    assert first["QK_softmax"].tensor_keys == {"QK_softmax": on_gb}
+    assert first["QK_softmax"].backing == c["QK_softmax"].backing
+    on_lb = ("LocalBuffer", ((0, 1, None), (3, 2, None), (1, 256, None)))
+    sm = pd.Series({"compat": ((("QK", on_lb), ("QK_softmax", on_gb)), ())})
+    then = chain_constraints({"AV": av, "QK_softmax": sm}, ("QK", "QK_softmax", "AV"), w, c)
+    assert list(then) == ["QK"] and then["QK"].tensor_keys == {"QK": on_lb}
+    assert chain_constraints({"AV": av, "QK_softmax": None}, ("QK", "QK_softmax", "AV"), w, c) == {}
     onchip = ("GlobalBuffer", "LocalBuffer", "Register")
     assert c["QK"].backing == {"Q": ("DRAM",), "K": ("DRAM",)}  # QK stays free: both its users are inside
     assert c["QK_softmax"].backing == {"QK_softmax": onchip}
@@ -59,6 +70,54 @@ def test_windows_of_gpt3_s_batch_64_result_by_hand():
 
 def _best_energy(result, otherwise: float) -> float:
     return otherwise if result.best.empty else float(result.best["energy"].iloc[0])
+
+
+def check_chain(t, einsums, constraints, found, rows, ceiling, tables, fits, workload, arch) -> None:
+    """A move's chain from the window tables `found`: it starts at the user of t costing
+    the most in the mapping, with its lowest row keeping t on chip; each Einsum it then
+    searches shares a tensor with one fixed before it, its c_T fixed to that one's lowest
+    row's, and finds exactly the least energy of the exhaustive rows that fit the window
+    and give those c_T (if at most the mapping's energy); it reaches every Einsum linked
+    to the anchor by tensors shared with rows it found."""
+    top = arch.memories[0].name
+    start, chained, keys = _chain(workload, arch, t, einsums, constraints, found, rows, ceiling, None, 1, False, "test")
+    users = [e for e in einsums if t in workload.einsum(e).tensors]
+    costliest = max(float(rows[u]["energy"]) for u in users)
+    if start is None:
+        assert all(all(dict(c[0])[t][0] == top for c in found[u][0]["compat"])
+                   for u in users if float(rows[u]["energy"]) == costliest)
+        return
+    _bump("chains")
+    assert float(rows[start]["energy"]) == costliest
+    anchor_rows = found[start][0][[dict(c[0])[t][0] != top for c in found[start][0]["compat"]]]
+    lowest = {start: anchor_rows.loc[anchor_rows["energy"].idxmin()]}
+    for e in chained:
+        tensors = set(workload.einsum(e).tensors)
+        assert keys[e] and set(keys[e]) <= tensors
+        for u, c in keys[e].items():
+            assert any(row is not None and dict(row["compat"][0]).get(u) == c for row in lowest.values())
+        want = tables[e][[fits(c) and all(dict(c[0])[u] == ct for u, ct in keys[e].items())
+                          for c in tables[e]["compat"]]]
+        want = want[want["energy"] <= ceiling * (1 + RTOL)]
+        table = chained[e][0]
+        if want.empty:
+            assert table.empty
+            lowest[e] = None
+            continue
+        _bump("chain searches finding rows")
+        assert np.isclose(table["energy"].min(), want["energy"].min(), rtol=RTOL)
+        assert all(fits(c) and all(dict(c[0])[u] == ct for u, ct in keys[e].items()) for c in table["compat"])
+        lowest[e] = table.loc[table["energy"].idxmin()]
+    reached, todo = {start}, [start]
+    while todo:
+        f = todo.pop()
+        if lowest.get(f) is None:
+            continue
+        for e in einsums:
+            if e not in reached and set(workload.einsum(e).tensors) & set(workload.einsum(f).tensors):
+                reached.add(e)
+                todo.append(e)
+    assert reached == {start} | set(chained)
 
 
 def check_fusion(workload, arch, pick: int, rounds: int) -> None:
@@ -95,8 +154,9 @@ def check_fusion(workload, arch, pick: int, rounds: int) -> None:
             return (t not in per or per[t][0] != top) and all(per[u][0] == top for u in crossing if u in per)
         by_hand = {e: pd.concat([some[e], tables[e][[fits(c) for c in tables[e]["compat"]]]]) if e in inside
                    else some[e] for e in order}
-        generated_w = {e: pd.concat([some[e], generate(e, workload, arch, constraints[e], objectives=("energy",))[0]])
-                       if e in inside else some[e] for e in order}
+        window_found = {e: generate(e, workload, arch, constraints[e], objectives=("energy",)) for e in w_}
+        generated_w = {e: pd.concat([some[e], window_found[e][0]]) if e in inside else some[e] for e in order}
+        check_chain(t, w_, constraints, window_found, rows, energy, tables, fits, workload, arch)
         expected[t] = _best_energy(search(by_hand, workload, arch, "energy", known=energy), energy)
         with_it = {e: tab[[dict(c[0]).get(t, ("",))[0] != top for c in tab["compat"]]] for e, tab in by_hand.items()}
         trial[t] = search(with_it, workload, arch, "energy")
@@ -156,12 +216,14 @@ def test_report_says_what_a_fusion_move_found():
     from pmapgen.generate import Stats
     window_ = {"QK": Stats(1, 1, 1, False), "QK_softmax": Stats(1, 1, 1, False), "AV": Stats(1, 1, 1, True)}
     tuned = Descent(30.7e12, 28.0e12, (Round({"QK": Stats(1, 1, 1, False)}, 28.0e12),), 1.0)
+    chain = {"QK_softmax": Stats(1, 1, 1, True), "QK": Stats(1, 1, 1, False)}
     d = Descent(46.8e12, 28.0e12, (Round({"V": Stats(1, 1, 1)}, 40.0e12),
-                                   Round(window_, 28.0e12, "QK_softmax", 28.0e12, tuned)), 300.0)
+                                   Round(window_, 28.0e12, "QK_softmax", 28.0e12, tuned, "AV", chain)), 300.0)
     text = " ".join(line.strip() for line in descent_lines(d, "the join"))
     assert "(1 round, 1 search of an Einsum within its compatibility group;" in text
-    assert ("a fusion move searched QK, QK_softmax, AV with QK_softmax on chip (2 cut short): the best mapping with "
-            "it on chip was 28 J after 1 round within its groups; the best mapping then became 28 J") in text
+    assert ("a fusion move searched QK, QK_softmax, AV with QK_softmax on chip (2 cut short), then chained from AV's "
+            "lowest such pmapping through QK_softmax, QK (the c_T they share with it fixed; 1 cut short): the best "
+            "mapping with it on chip was 28 J after 1 round within its groups; the best mapping then became 28 J") in text
     assert text.endswith("lowered the best mapping from 46.8 J to 28 J.")
     untuned = Descent(30.7e12, 30.7e12, (), 1.0, {"QK": 0.0, "AV": 0.0})
     d = Descent(29.6e12, 29.6e12, (Round(window_, 29.6e12, "QK_softmax", 30.7e12, untuned),), 300.0)
