@@ -21,7 +21,8 @@ gaps skipped, which bound what their searches could have gained.
 
 Descent within keys cannot fuse a tensor the mapping sends through the top level: that
 changes the keys of several Einsums at once. When no key is left to search, a fusion
-move (`ffm.fusion`) searches the Einsums around such a tensor again with it on chip.
+move (`ffm.fusion`) searches the Einsums around such a tensor again with it on chip,
+and chains a key they can share from the costliest one's best pmapping with it on chip.
 
 This lowers the result (U) and, with it, the slack the energy proof's budgets get
 (ffm.budgets); it proves nothing by itself.
@@ -93,9 +94,10 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
     At most `max_rounds` rounds search within keys; when none is left to search, a
     fusion move (`ffm.fusion`) is tried, at most `fusions` of them, on the tensor at the
     top whose accesses there cost the most (at least `min_gap` x the mapping's energy).
-    The move's rows are joined twice: with the tensor required on chip (the best such
-    mapping, then tuned by rounds within its keys, however it compares at first), and
-    freely, told the current energy. `on_chip` names the tensors every join here requires
+    The move searches the tensor's window, then chains a fused key through it from the
+    anchor (`_chain`), each search below the current energy. Its rows are joined twice:
+    with the tensor required on chip (the best such mapping, then tuned by rounds within
+    its keys, however it compares at first), and freely, told the current energy. `on_chip` names the tensors every join here requires
     on chip (those rounds)."""
     start = time.perf_counter()
     order = tuple(workload.einsum_names)
