@@ -21,12 +21,35 @@ from workloads.model import Workload
 
 
 def signature(einsum: str, workload: Workload, constraints: Constraints | None) -> tuple:
-    """What pmapgen's result depends on, with tensor and rank names factored out."""
+    """What pmapgen's result depends on, with tensor and rank names factored out (in the
+    constraints too: V, K and Q searched within keys equal up to names are one search)."""
     e = workload.einsum(einsum)
     ranks = {r: k for k, r in enumerate(e.rank_variables)}
     uses = tuple((tuple(ranks[r] for r in u.ranks), workload.tensors[u.tensor].bits, workload.tensors[u.tensor].role,
                   workload.tensors[u.tensor].weight, workload.is_shared(u.tensor)) for u in e.tensor_uses)
-    return (e.kind, e.unit, uses, tuple(workload.rank_sizes[r] for r in e.rank_variables), repr(constraints))
+    return (e.kind, e.unit, uses, tuple(workload.rank_sizes[r] for r in e.rank_variables),
+            repr(_unnamed(constraints, e)))
+
+
+def _unnamed(c: Constraints | None, e) -> Constraints | None:
+    """`c` with `e`'s tensors and rank variables named by their position (others kept)."""
+    if c is None:
+        return None
+    tensors = {u.tensor: f"#{k}" for k, u in enumerate(e.tensor_uses)}
+    ranks = {r: f"#{k}" for k, r in enumerate(e.rank_variables)}
+    t, r = (lambda x: tensors.get(x, x)), (lambda x: ranks.get(x, x))
+
+    def rank_set(s):
+        return None if s is None else tuple(sorted(map(r, s)))
+
+    key = None if c.key is None else (tuple(sorted((t(x), ct) for x, ct in c.key[0])),
+                                      tuple((r(x), tile, sp) for x, tile, sp in c.key[1]))
+    return replace(c, backing=dict(sorted((t(x), v) for x, v in c.backing.items())),
+                   fusable_ranks=rank_set(c.fusable_ranks), loop_ranks=rank_set(c.loop_ranks),
+                   spatial={d: rank_set(v) for d, v in sorted(c.spatial.items())},
+                   loop_order=tuple(map(r, c.loop_order)),
+                   tiles=dict(sorted((r(x), tuple(sorted(v))) for x, v in c.tiles.items())), key=key,
+                   tensor_keys=dict(sorted((t(x), v) for x, v in c.tensor_keys.items())))
 
 
 def _renaming(src: str, dst: str, workload: Workload) -> tuple[dict, dict]:

@@ -14,6 +14,7 @@ from looptree.nodes import Loop
 from looptree.validate import normalize, validate_pmapping
 from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, prune_across_templates, prune_rows,
                               rebuild, template_rows, to_frame)
+from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
 from pmapgen.prefixes import energy_lower_bound, generate_by_prefixes
 from pmapgen.templates import Template, templates
@@ -238,7 +239,6 @@ def test_loop_children_are_cut_as_their_own_energy_floors_would_cut_them(problem
     loop first once per parent row, with bound 1: no child's floor is below it). Each
     decision equals the one the floor of the fully built child gives."""
     from looptree.model import after_loop
-    from pmapgen.constraints import Constraints
     from pmapgen.prefixes import BUDGET_RTOL, _Search
     checked = []
 
@@ -376,6 +376,29 @@ def test_generate_all_reuses_identical_einsums_and_matches_direct_generation():
     # equal up to float summation order (tensor names differ, so sums run in another order)
     assert np.allclose(sorted(renamed["energy"]), sorted(direct["energy"]), rtol=1e-12)
     assert {t.nodes for t in renamed_templates} >= {templates[i].nodes for i in direct["template"]}
+
+
+def test_constraints_equal_up_to_names_are_one_search():
+    """K and V within keys (and c_T) equal up to names have one signature; the renamed
+    result equals V's own keyed generation. A key that differs in more than names does not."""
+    from pmapgen import generate_all
+    from pmapgen.all_einsums import signature
+    w, a = kv_projections()
+    k_rows = generate("K", w, a, objectives=("energy",))[0]
+    for k_key in dict.fromkeys(k_rows["compat"]):
+        (i_k, k_k), fused = k_key[0], k_key[1]
+        v_key = ((i_k, ("V", k_k[1])), tuple(("f" if r == "e" else r, tile, sp) for r, tile, sp in fused))
+        for ck, cv in ((Constraints(key=k_key), Constraints(key=v_key)),
+                       (Constraints(tensor_keys={"K": k_k[1]}, backing={"WK": ("DRAM",)}),
+                        Constraints(tensor_keys={"V": k_k[1]}, backing={"WV": ("DRAM",)}))):
+            assert signature("K", w, ck) == signature("V", w, cv)
+            got = generate_all(w, a, {"K": ck, "V": cv}, objectives=("energy",), workers=1, progress=False,
+                               einsums=("K", "V"))
+            assert got["V"][2] is got["K"][2]  # one search, renamed
+            assert frontier(got["V"][0], ("energy",)) == frontier(generate("V", w, a, cv, objectives=("energy",))[0],
+                                                                  ("energy",))
+    assert signature("K", w, Constraints(backing={"WK": ("DRAM",)})) != signature(
+        "V", w, Constraints(backing={"WV": ("GLB",)}))
 
 
 def test_union_of_two_results_rebuilds_every_row_as_before():
