@@ -210,15 +210,18 @@ class _Search:
         if len(waiting.parts) > 1 and sum(len(p["batch"]) for p in waiting.parts) > MERGE_ROWS:
             waiting.parts = [self._prune(key, _concat(waiting.parts))]
 
+    def _may_fit(self, fused: tuple, depth_f: int | None) -> bool:
+        """Whether a fused structure may still end with the fixed key and c_T (cached)."""
+        ok = self._in_key.get((fused, depth_f))
+        if ok is None:
+            ok = self._in_key[fused, depth_f] = (
+                (self.fixed is None or structure_ok(self.fixed, fused, depth_f, self.w, self.e.name))
+                and (self.fixed_tensors is None or tensors_ok(self.fixed_tensors, fused, depth_f, self.w, self.e.name)))
+        return ok
+
     def _within_key(self, key: Key, cols: dict, tiles: np.ndarray) -> tuple[dict, np.ndarray, int]:
         """The rows that may still end with the fixed compatibility key and c_T (`pmapgen.fixed_key`)."""
-        ok = self._in_key.get((key.fused, key.depth_f))
-        if ok is None:
-            ok = self._in_key[key.fused, key.depth_f] = (
-                (self.fixed is None or structure_ok(self.fixed, key.fused, key.depth_f, self.w, self.e.name))
-                and (self.fixed_tensors is None
-                     or tensors_ok(self.fixed_tensors, key.fused, key.depth_f, self.w, self.e.name)))
-        if not ok:
+        if not self._may_fit(key.fused, key.depth_f):
             return cols, tiles, 0
         keep = np.ones(len(tiles), dtype=bool)
         if self.fixed is not None:
@@ -303,6 +306,9 @@ class _Search:
             self._emit_storage(rid, key, move, cols, lifetimes, prefix=prefix)
             return
         fused = key.prefix.fused
+        if fused and (self.fixed is not None or self.fixed_tensors is not None) and not self._may_fit(
+                key.fused + tuple(("loop", lp.rank_variable, lp.spatial) for lp in move.nodes), key.depth_f):
+            return  # no child can end with the fixed key: do not build them
         rows = np.arange(len(cols["row"]))
         bounds: list[np.ndarray] = []
         for i, loop in enumerate(move.nodes):
