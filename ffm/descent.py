@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import pandas as pd
 
@@ -60,7 +60,7 @@ class Round:
     trial: float | None = None  # a fusion move: the best mapping with the tensor on chip, after `inner`
     inner: Descent | None = None  # a fusion move: the descent within keys that tuned that mapping
     anchor: str | None = None  # a fusion move: the Einsum its chain started from (`ffm.fusion`)
-    chain: dict[str, Stats] = field(default_factory=dict)  # ... and the chain's searches, in order
+    chain: dict[str, Stats] = field(default_factory=dict)  # ... and the chain's searches, in order, the anchor's first
 
 
 @dataclass(frozen=True)
@@ -97,8 +97,8 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
     The move searches the tensor's window, then chains a fused key through it from the
     anchor (`_chain`), each search below the current energy. Its rows are joined twice:
     with the tensor required on chip (the best such mapping, then tuned by rounds within
-    its keys, however it compares at first), and freely, told the current energy. `on_chip` names the tensors every join here requires
-    on chip (those rounds)."""
+    its keys, however it compares at first), and freely, told the current energy.
+    `on_chip` names the tensors every join here requires on chip (those rounds)."""
     start = time.perf_counter()
     order = tuple(workload.einsum_names)
     constraints = constraints or {}
@@ -132,10 +132,10 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
         results = union(results, found)
         trial, inner, first, chain = None, None, None, {}
         if fused is not None:
-            first, chained, _ = _chain(workload, arch, fused, einsums, window_c, found, chosen, energy, time_limit,
-                                    workers, progress, name)
-            results = union(results, chained)
-            chain = {e: r[2] for e, r in chained.items()}
+            ch = _chain(workload, arch, fused, einsums, window_c, found, chosen, energy, time_limit, workers,
+                        progress, name)
+            results = union(results, ch.found)
+            first, chain = ch.anchor, {e: r[2] for e, r in ch.found.items()}
         if fused is not None:
             need = on_chip | {fused}
             with_it = join_tables(_view(results, need, arch), f"join ({name}, on chip)", None)
@@ -160,17 +160,35 @@ def _view(results: dict, on_chip: frozenset[str], arch: Arch) -> dict[str, pd.Da
             for e, r in results.items()}
 
 
+class Chain(NamedTuple):
+    """What a fusion move's chain (`ffm.fusion`) did: its anchor and the anchor's row it
+    started from, each search's (table, templates, Stats) in the order run (the anchor's
+    first), and the c_T each search after the anchor's fixed."""
+    anchor: str | None
+    row: pd.Series | None
+    found: dict
+    keys: dict
+
+
 def _chain(workload: Workload, arch: Arch, tensor: str, einsums: tuple[str, ...], window_c: dict, found: dict,
            chosen: dict, ceiling: float, time_limit: float | None, workers: int | None, progress: bool,
-           name: str) -> tuple[str | None, dict, dict]:
-    """(anchor, {Einsum: its search's (table, templates, Stats)}, {Einsum: the c_T its
-    search fixed}), in the order searched: a fusion move's chain (`ffm.fusion`). Each search rises from its energy floor up to
-    `ceiling` (the mapping's energy: no pmapping above it can be part of a better one)
-    and keeps the lowest pmapping it finds and the frontier just above it."""
+           name: str) -> Chain:
+    """A fusion move's chain (`ffm.fusion`). The anchor is searched again for its least
+    energy with the tensor on chip (its window constraints), below its lowest such row in
+    `found` (the window's sampled tables): that row if the search is cut short. Each
+    later search rises from its energy floor up to `ceiling` (the mapping's energy: no
+    pmapping above it can be part of a better one) and keeps the lowest pmapping it finds
+    and the frontier just above it."""
     start = anchor(tensor, einsums, found, chosen, arch)
     if start is None:
-        return None, {}, {}
-    fixed, out, keys = {start[0]: start[1]}, {}, {}
+        return Chain(None, None, {}, {})
+    first, row = start
+    out = generate_all(workload, arch, {first: window_c[first]}, objectives=("energy",), workers=workers,
+                       progress=progress, time_limit=time_limit, budgets={first: float(row["energy"])},
+                       desc=f"{name}: anchor", rising=True, einsums=(first,))
+    if not out[first][0].empty:
+        row = out[first][0].loc[out[first][0]["energy"].idxmin()]
+    fixed, keys = {first: row}, {}
     while todo := chain_constraints(fixed, einsums, workload, window_c):
         got = generate_all(workload, arch, todo, objectives=("energy",), workers=workers, progress=progress,
                            time_limit=time_limit, budgets={e: ceiling for e in todo}, desc=f"{name}: chain",
@@ -179,7 +197,7 @@ def _chain(workload: Workload, arch: Arch, tensor: str, einsums: tuple[str, ...]
             table = got[e][0]
             fixed[e] = None if table.empty else table.loc[table["energy"].idxmin()]
             out[e], keys[e] = got[e], todo[e].tensor_keys
-    return start[0], out, keys
+    return Chain(first, row, out, keys)
 
 
 def _fusion_move(workload: Workload, arch: Arch, results: dict, best: SearchResult, chosen: dict,

@@ -63,8 +63,10 @@ def descent_lines(d: Descent, when: str) -> list[str]:
             chain_cut = sum(not s.complete for s in r.chain.values())
             head += (f"; a fusion move searched {', '.join(r.stats)} with {r.fused} on chip"
                      + (f" ({cut} cut short)" if cut else "")
-                     + (f", then chained from {r.anchor}'s lowest such pmapping through {', '.join(r.chain)} (the "
-                        f"c_T they share with it fixed" + (f"; {chain_cut} cut short" if chain_cut else "") + ")"
+                     + (f", then searched {r.anchor} for its least energy with it on chip and chained from there"
+                        + (f" through {', '.join(e for e in r.chain if e != r.anchor)} (the c_T they share fixed)"
+                           if len(r.chain) > 1 else "")
+                        + (f" ({chain_cut} of these cut short)" if chain_cut else "")
                         if r.chain else "") + ": "
                      + ("no valid mapping had it on chip" if r.trial is None else
                         f"the best mapping with it on chip was {energy_text(r.trial)}"
