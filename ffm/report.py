@@ -55,7 +55,7 @@ def descent_lines(d: Descent, when: str) -> list[str]:
             f"Einsum within its "
             f"compatibility group" + (f", {cut} cut short by the time limit" if cut else "")
             + (f"; {len(d.skipped)} skipped, whose groups could lower it by at most "
-               f"{energy_text(sum(d.skipped.values()))} in all" if d.skipped else ""))
+               f"{energy_text(max(0.0, sum(d.skipped.values())))} in all" if d.skipped else ""))
     previous = d.before
     for r in d.rounds:
         if r.fused is not None:

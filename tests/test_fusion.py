@@ -234,9 +234,11 @@ def test_report_says_what_a_fusion_move_found():
             "fixed) (1 of these cut short): the best mapping with it on chip was 28 J after 1 round within its "
             "groups; the best mapping then became 28 J") in text
     assert text.endswith("lowered the best mapping from 46.8 J to 28 J.")
-    untuned = Descent(30.7e12, 30.7e12, (), 1.0, {"QK": 0.0, "AV": 0.0})
+    untuned = Descent(30.7e12, 30.7e12, (), 1.0, {"QK": 0.0, "AV": -2.4e-4})  # a floor a rounding above its row
     d = Descent(29.6e12, 29.6e12, (Round(window_, 29.6e12, "QK_softmax", 30.7e12, untuned),), 300.0)
     text = " ".join(line.strip() for line in descent_lines(d, "the join"))
     assert ("was 30.7 J (no round within its groups: 2 of its Einsums were near their groups' floors, the others' "
             "groups searched before); nothing lower") in text
     assert text.endswith("found nothing below 29.6 J.")
+    text = " ".join(line.strip() for line in descent_lines(untuned, "the join"))
+    assert "2 skipped, whose groups could lower it by at most 0 J in all" in text
