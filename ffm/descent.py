@@ -136,7 +136,6 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
                         progress, name)
             results = union(results, ch.found)
             first, chain = ch.anchor, {e: r[2] for e, r in ch.found.items()}
-        if fused is not None:
             need = on_chip | {fused}
             with_it = join_tables(_view(results, need, arch), f"join ({name}, on chip)", None)
             if not with_it.best.empty:

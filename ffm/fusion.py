@@ -18,8 +18,9 @@ them. A fusion move searches those Einsums again together:
 
 The enumeration samples each Einsum's pmappings separately, so a fused key all the
 window's Einsums share is rarely in every sample. A **chain** proposes one: the
-**anchor** (the user of T costing the most in the mapping) takes its lowest-energy row
-with T on chip; each Einsum of the window sharing a tensor with the rows fixed so far is
+**anchor** (the user of T costing the most in the mapping, `anchor`) is searched again
+for its least energy with T on chip and takes that row (`ffm.descent`, `_chain`); each
+Einsum of the window sharing a tensor with the rows fixed so far is
 then searched with those tensors' c_T fixed to theirs (`Constraints.tensor_keys`: the
 c_T the join would require), and its lowest-energy row fixes its own neighbours' in turn
 (`chain_constraints`).
