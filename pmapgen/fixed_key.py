@@ -86,25 +86,37 @@ def fixed_tensors(tensor_keys: dict, einsum: str, workload: Workload, arch: Arch
     return FixedTensors(backing, loops, {k: frozenset(v) for k, v in tiles.items()})
 
 
+def _fixed_events(ft: FixedTensors, fused: tuple, workload: Workload, einsum: str):
+    """The fused events after the backing levels, each as (event, its loop's `ft:` index
+    (None for a backing), the fixed tensors not yet placed that a loop indexes)."""
+    e = workload.einsum(einsum)
+    placed = {t for t, k in ft.backing.items() if k == 0}  # the top's backings precede every loop
+    i = 0
+    for ev in fused[sum(workload.is_shared(t) for t in e.tensors):]:
+        if ev[0] == "backing":
+            yield ev, None, ()
+            placed.add(ev[1])
+        else:
+            yield ev, i, tuple(t for t in ft.backing if t not in placed and ev[1] in e.use(t).ranks)
+            i += 1
+
+
 def tensors_ok(ft: FixedTensors, fused: tuple, depth_f: int | None, workload: Workload, einsum: str) -> bool:
     """Whether a partial pmapping with fused structure `fused` (as `structure_ok` reads it)
     may still give the fixed tensors their c_T: each backed at its level, under no more
     loops indexing it (per rank and dim) than its c_T has, exactly as many once placed."""
     e = workload.einsum(einsum)
-    n = sum(workload.is_shared(t) for t in e.tensors)
-    levels = dict(fused[:n])
+    levels = dict(fused[:sum(workload.is_shared(t) for t in e.tensors)])
     if any(levels.get(t) != k for t, k in ft.backing.items()):
         return False
     seen = {t: Counter() for t in ft.backing}
-    placed = {t for t, k in ft.backing.items() if k == 0}  # the top's backings precede every loop
-    for ev in fused[n:]:
-        if ev[0] == "loop":
-            for t, c in seen.items():
-                if t not in placed and ev[1] in e.use(t).ranks:
-                    c[ev[1], ev[2]] += 1
-                    if c[ev[1], ev[2]] > ft.loops[t].get((ev[1], ev[2]), 0):
-                        return False
-        elif ev[1] in seen:
+    placed = {t for t, k in ft.backing.items() if k == 0}
+    for ev, _, indexed in _fixed_events(ft, fused, workload, einsum):
+        for t in indexed:
+            seen[t][ev[1], ev[2]] += 1
+            if seen[t][ev[1], ev[2]] > ft.loops[t].get((ev[1], ev[2]), 0):
+                return False
+        if ev[0] == "backing" and ev[1] in seen:
             if sum(seen[ev[1]].values()) != sum(ft.loops[ev[1]].values()):
                 return False
             placed.add(ev[1])
@@ -115,18 +127,10 @@ def tensors_ok(ft: FixedTensors, fused: tuple, depth_f: int | None, workload: Wo
 def tensor_tiles_ok(ft: FixedTensors, fused: tuple, cols: dict, workload: Workload, einsum: str) -> np.ndarray:
     """Per row of `cols`, whether each fused loop indexing a fixed tensor above its backing
     has a tile its c_T has for that rank and dim."""
-    e = workload.einsum(einsum)
-    n = sum(workload.is_shared(t) for t in e.tensors)
     ok = np.ones(len(cols["energy"]), dtype=bool)
-    placed, i = {t for t, k in ft.backing.items() if k == 0}, 0
-    for ev in fused[n:]:
-        if ev[0] == "backing":
-            placed.add(ev[1])
-            continue
-        for t in ft.backing:
-            if t not in placed and ev[1] in e.use(t).ranks:
-                ok &= np.isin(cols[f"ft:{i}"], list(ft.tiles.get((t, ev[1], ev[2]), ())))
-        i += 1
+    for ev, i, indexed in _fixed_events(ft, fused, workload, einsum):
+        for t in indexed:
+            ok &= np.isin(cols[f"ft:{i}"], list(ft.tiles.get((t, ev[1], ev[2]), ())))
     return ok
 
 

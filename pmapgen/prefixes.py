@@ -108,6 +108,7 @@ class _Search:
         self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
         self.fixed_tensors = fixed_tensors(constraints.tensor_keys, einsum, workload, arch, unit) \
             if constraints.tensor_keys else None
+        self.keyed = self.fixed is not None or self.fixed_tensors is not None
         self._in_key: dict = {}  # (Key.fused, F) -> whether it may still end with the fixed key and c_T
         self.allowed = constraints.tiles
         self.ranks = list(self.sp.relevance)
@@ -188,7 +189,7 @@ class _Search:
         if not n:
             return
         self.stats.rows += n
-        if self.fixed is not None or self.fixed_tensors is not None:
+        if self.keyed:
             cols, tiles, n = self._within_key(key, cols, tiles)
             if not n:
                 return
@@ -306,7 +307,7 @@ class _Search:
             self._emit_storage(rid, key, move, cols, lifetimes, prefix=prefix)
             return
         fused = key.prefix.fused
-        if fused and (self.fixed is not None or self.fixed_tensors is not None) and not self._may_fit(
+        if fused and self.keyed and not self._may_fit(
                 key.fused + tuple(("loop", lp.rank_variable, lp.spatial) for lp in move.nodes), key.depth_f):
             return  # no child can end with the fixed key: do not build them
         rows = np.arange(len(cols["row"]))
