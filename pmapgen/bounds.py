@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import combinations, product
 
+import numba
 import numpy as np
 
 from arch.model import Arch
@@ -113,12 +114,7 @@ def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
         values, moved, refetched = flows[t]
         best = np.full(n, np.inf)
         if pieces is not None:
-            coef, limit, parent, parent_limit, const = pieces
-            more = (refetched - moved)[:, None]
-            over = values[:, None, None] > limit  # (row, piece, link): the link's node forces a temporal loop
-            first = np.where(values[:, None] > parent_limit, refetched[:, None], moved[:, None])
-            best = (np.multiply.outer(moved, coef.sum(axis=1)) + more * (over * coef).sum(axis=2)
-                    + (first // cols[f"b:{t}"][:, None]) * parent + const).min(axis=1)
+            best = _least_piece(values, moved, refetched, cols[f"b:{t}"], *pieces)
         if leaf is not None:
             best = np.minimum(best, leaf[0] * (f.ops // (cols[f"b:{t}"] * leaf[1])))
         ways.append(best)
@@ -129,6 +125,32 @@ def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
             total = total + ways[i]
         best = total if best is None else np.minimum(best, total)
     return cols["energy"] + f.compute_pJ + best
+
+
+@numba.njit(cache=True)
+def _least_piece(values, moved, refetched, between, coef_sum, coef, limit, parent, parent_limit, const):
+    """Per row, the least over pieces j of (`_Plan`): moved * sum_i coef[j, i] + (refetched -
+    moved) * (sum of coef[j, i] whose node the row's values exceed: it forces a temporal
+    loop) + (the first link's parent side: refetched if values exceed parent_limit[j], else
+    moved) // between * parent[j] + const[j]; summed in that order (the numpy expression it
+    replaced gave the same floats)."""
+    n, pieces, links = values.shape[0], coef.shape[0], coef.shape[1]
+    out = np.empty(n)
+    for r in range(n):
+        v, m = values[r], moved[r]
+        more = refetched[r] - m
+        best = np.inf
+        for j in range(pieces):
+            over = 0.0
+            for i in range(links):
+                if v > limit[j, i]:
+                    over += coef[j, i]
+            first = refetched[r] if v > parent_limit[j] else m
+            x = m * coef_sum[j] + more * over + (first // between[r]) * parent[j] + const[j]
+            if x < best:
+                best = x
+        out[r] = best
+    return out
 
 
 @dataclass(frozen=True)
@@ -203,8 +225,8 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
     for j, (links, _, _, _) in enumerate(pieces):
         for i, (a, x) in enumerate(links):
             coef[j, i], limit[j, i] = a, x
-    return (coef, limit, np.array([p[1] for p in pieces]), np.array([p[2] for p in pieces]),
-            np.array([p[3] for p in pieces])), leaf
+    return (coef.sum(axis=1), coef, limit, np.array([p[1] for p in pieces], dtype=np.float64),
+            np.array([p[2] for p in pieces], dtype=np.float64), np.array([p[3] for p in pieces], dtype=np.float64)), leaf
 
 
 def _limit(f: EnergyFloor, t: str, c: int, placed: frozenset) -> float:
