@@ -67,6 +67,7 @@ class EnergyFloor:
     tight: tuple  # (level index, capacity, {tensor: least tile}) of levels too small for one tile of each
     fanout: dict  # fanout level index -> instances it offers (the product of its dims' sizes)
     room: dict  # (level index, tensor) -> the most values of the tensor one instance of the level holds
+    ranks: np.ndarray  # (tensor, rank variable) -> how often the rank variable indexes it (`_floor`)
 
 
 def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
@@ -86,8 +87,10 @@ def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
         for t in einsum.tensors:
             room[k, t] = capacity if unit == "values" or capacity == math.inf else capacity // bits[t]
     fanout = {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout}
+    ranks = np.array([[einsum.use(t).ranks.count(r) for r in einsum.rank_variables] for t in einsum.tensors],
+                     dtype=np.int64)
     return EnergyFloor(sp, bits, ops, ops * arch.compute(sp.unit).energy, spread, energy, tuple(tight), fanout,
-                       room)
+                       room, ranks)
 
 
 def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset) -> "_Plan":
@@ -103,53 +106,60 @@ def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset)
 def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
     """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
     completion of a prefix whose context gave `plan` (`floor_plan`)."""
-    n = len(cols["energy"])
-    ways, flows = [], {}  # per way down: its cost per row; per tensor: what its pieces read
-    for t, (pieces, leaf) in plan.ways:
-        if t not in flows:
-            values = math.prod(cols[f"e:{r}"] for r in f.space.einsum.use(t).ranks)
-            values = np.broadcast_to(values, n)
-            flat = cols["inst"] * values
-            flows[t] = values, cols[f"f:{t}"] * flat, cols["time"] * flat
-        values, moved, refetched = flows[t]
-        best = np.full(n, np.inf)
-        if pieces is not None:
-            best = _least_piece(values, moved, refetched, cols[f"b:{t}"], *pieces)
-        if leaf is not None:
-            best = np.minimum(best, leaf[0] * (f.ops // (cols[f"b:{t}"] * leaf[1])))
-        ways.append(best)
-    best = None
-    for choice in plan.choices:
-        total = 0
-        for i in choice:
-            total = total + ways[i]
-        best = total if best is None else np.minimum(best, total)
-    return cols["energy"] + f.compute_pJ + best
+    e = f.space.einsum
+    extents = np.column_stack([cols[f"e:{r}"] for r in e.rank_variables])
+    fills = np.column_stack([cols[f"f:{t}"] for t in e.tensors])
+    between = np.column_stack([cols[f"b:{t}"] for t in e.tensors])
+    return _floor(extents, fills, between, cols["inst"], cols["time"], cols["energy"], f.compute_pJ,
+                  np.int64(f.ops), f.ranks, *plan.packed)
 
 
 @numba.njit(cache=True)
-def _least_piece(values, moved, refetched, between, coef_sum, coef, limit, parent, parent_limit, const):
-    """Per row, the least over pieces j of (`_Plan`): moved * sum_i coef[j, i] + (refetched -
-    moved) * (sum of coef[j, i] whose node the row's values exceed: it forces a temporal
-    loop) + (the first link's parent side: refetched if values exceed parent_limit[j], else
-    moved) // between * parent[j] + const[j]; summed in that order (the numpy expression it
-    replaced gave the same floats)."""
-    n, pieces, links = values.shape[0], coef.shape[0], coef.shape[1]
+def _floor(extents, fills, between, inst, time, energy, compute_pJ, ops, ranks, way_tensor, n_pieces, coef_sum,
+           coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices):
+    """`energy_floor` per row: each way down's cost (`_Plan`), the least over capacity
+    choices of their sums, plus the energy so far and the compute's."""
+    n, n_tensors, n_ways = extents.shape[0], ranks.shape[0], way_tensor.shape[0]
+    values = np.empty(n_tensors, dtype=np.int64)
+    moved = np.empty(n_tensors, dtype=np.int64)
+    refetched = np.empty(n_tensors, dtype=np.int64)
+    ways = np.empty(n_ways)
     out = np.empty(n)
     for r in range(n):
-        v, m = values[r], moved[r]
-        more = refetched[r] - m
+        for t in range(n_tensors):
+            v = np.int64(1)
+            for k in range(ranks.shape[1]):
+                for _ in range(ranks[t, k]):
+                    v *= extents[r, k]
+            flat = inst[r] * v
+            values[t], moved[t], refetched[t] = v, fills[r, t] * flat, time[r] * flat
+        for w in range(n_ways):
+            t = way_tensor[w]
+            v, m = values[t], moved[t]
+            more = refetched[t] - m
+            best = np.inf
+            for j in range(n_pieces[w]):
+                over = 0.0
+                for i in range(coef.shape[2]):
+                    if v > limit[w, j, i]:
+                        over += coef[w, j, i]
+                first = refetched[t] if v > parent_limit[w, j] else m
+                x = m * coef_sum[w, j] + more * over + (first // between[r, t]) * parent[w, j] + const[w, j]
+                if x < best:
+                    best = x
+            if has_leaf[w]:
+                x = leaf_pj[w] * (ops // (between[r, t] * leaf_spread[w]))
+                if x < best:
+                    best = x
+            ways[w] = best
         best = np.inf
-        for j in range(pieces):
-            over = 0.0
-            for i in range(links):
-                if v > limit[j, i]:
-                    over += coef[j, i]
-            first = refetched[r] if v > parent_limit[j] else m
-            x = m * coef_sum[j] + more * over + (first // between[r]) * parent[j] + const[j]
-            if x < best:
-                best = x
-        out[r] = best
+        for c in range(choices.shape[0]):
+            total = 0.0
+            for i in range(choices.shape[1]):
+                total = total + ways[choices[c, i]]
+            if total < best:
+                best = total
+        out[r] = energy[r] + compute_pJ + best
     return out
 
 
@@ -164,9 +174,10 @@ class _Plan:
     moved into a node whose threshold is x (`refetched` if values > x, else `moved`):
     sum over its links i of coef[j, i] * M(limit[j, i]), plus parent[j] * (M(parent_limit[j])
     // between) (the parent's side of a first link from the innermost node), plus const[j]
-    (its leaf)."""
+    (its leaf). `packed`: the same as arrays for the compiled `_floor` (`_pack`)."""
     ways: tuple
     choices: tuple
+    packed: tuple
 
 
 @lru_cache(maxsize=1 << 14)
@@ -190,7 +201,32 @@ def _plan(f: EnergyFloor, inner: tuple, candidates: tuple, placed: frozenset) ->
         choices.append(tuple(row))
     ways = tuple((t, _way_down(f, t, inner.get(t), candidates.get(t, ()), placed, kept_out))
                  for (t, kept_out) in index)  # dicts keep insertion order: index i is the i-th
-    return _Plan(ways, tuple(choices))
+    return _Plan(ways, tuple(choices), _pack(f, ways, choices))
+
+
+def _pack(f: EnergyFloor, ways: tuple, choices: list) -> tuple:
+    """`_floor`'s plan arguments: per way its tensor's index, its number of pieces, their
+    coefficients padded to the most pieces and links (limit inf: never exceeded), its leaf;
+    per capacity choice its ways."""
+    tensors = list(f.space.einsum.tensors)
+    pieces = [p for _, (p, _) in ways if p is not None]
+    n_p = max((len(p[0]) for p in pieces), default=1)
+    n_l = max((p[1].shape[1] for p in pieces), default=1)
+    w = len(ways)
+    coef_sum, parent, parent_limit, const = (np.zeros((w, n_p)) for _ in range(4))
+    coef, limit = np.zeros((w, n_p, n_l)), np.full((w, n_p, n_l), np.inf)
+    n_pieces, has_leaf = np.zeros(w, np.int64), np.zeros(w, np.bool_)
+    leaf_pj, leaf_spread = np.zeros(w), np.ones(w, np.int64)
+    for i, (_, (p, leaf)) in enumerate(ways):
+        if p is not None:
+            k, links = p[1].shape
+            n_pieces[i] = k
+            coef_sum[i, :k], coef[i, :k, :links], limit[i, :k, :links] = p[0], p[1], p[2]
+            parent[i, :k], parent_limit[i, :k], const[i, :k] = p[3], p[4], p[5]
+        if leaf is not None:
+            has_leaf[i], leaf_pj[i], leaf_spread[i] = True, leaf[0], leaf[1]
+    return (np.array([tensors.index(t) for t, _ in ways], dtype=np.int64), n_pieces, coef_sum, coef, limit,
+            parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, np.array(choices, dtype=np.int64))
 
 
 def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozenset, kept_out: frozenset) -> tuple:
