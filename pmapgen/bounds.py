@@ -141,7 +141,7 @@ def _floor(extents, fills, between, inst, time, energy, compute_pJ, ops, ranks, 
             for j in range(n_pieces[w]):
                 over = 0.0
                 for i in range(coef.shape[2]):
-                    if v > limit[w, j, i]:
+                    if v > limit[w, j, i]:  # the link's node forces a temporal loop: refetched, not moved
                         over += coef[w, j, i]
                 first = refetched[t] if v > parent_limit[w, j] else m
                 x = m * coef_sum[w, j] + more * over + (first // between[r, t]) * parent[w, j] + const[w, j]
@@ -174,7 +174,8 @@ class _Plan:
     moved into a node whose threshold is x (`refetched` if values > x, else `moved`):
     sum over its links i of coef[j, i] * M(limit[j, i]), plus parent[j] * (M(parent_limit[j])
     // between) (the parent's side of a first link from the innermost node), plus const[j]
-    (its leaf). `packed`: the same as arrays for the compiled `_floor` (`_pack`)."""
+    (its leaf). `pieces` = (coef's row sums, coef, limit, parent, parent_limit, const).
+    `packed`: the same as arrays for the compiled `_floor` (`_pack`)."""
     ways: tuple
     choices: tuple
     packed: tuple
