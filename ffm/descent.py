@@ -61,13 +61,15 @@ class Round:
     inner: Descent | None = None  # a fusion move: the descent within keys that tuned that mapping
     anchor: str | None = None  # a fusion move: the Einsum its chain started from (`ffm.fusion`)
     chain: dict[str, Stats] = field(default_factory=dict)  # ... and the chain's searches, in order, the anchor's first
+    skipped: dict[str, float] = field(default_factory=dict)  # the Einsums this move skipped, with their gaps (pJ)
 
 
 @dataclass(frozen=True)
 class Descent:
     """What coordinate descent did: the energy before and after, its rounds, and
     `skipped` the Einsums last skipped with their gap (pJ: the most their search could
-    have lowered the energy, module docstring)."""
+    have lowered the energy, module docstring), for the mapping it ended with (each
+    Round holds its own)."""
     before: float
     after: float
     rounds: tuple[Round, ...] = ()
@@ -145,7 +147,7 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
         joined = join_tables(_view(results, on_chip, arch), f"join ({name})", energy)
         if not joined.best.empty and float(joined.best["energy"].iloc[0]) < energy * (1 - RTOL):
             energy, best = float(joined.best["energy"].iloc[0]), joined
-        rounds.append(Round({e: r[2] for e, r in found.items()}, energy, fused, trial, inner, first, chain))
+        rounds.append(Round({e: r[2] for e, r in found.items()}, energy, fused, trial, inner, first, chain, skipped))
     return results, best, Descent(before, energy, tuple(rounds), time.perf_counter() - start, skipped)
 
 

@@ -68,10 +68,13 @@ def check_descent(workload, arch, pick: int, rounds: int, min_gap: float) -> Non
         rows = {e: some[e].loc[i] for e, i in zip(order, start.best["rows"].iloc[0])}
         sig = {e: signature(e, workload, Constraints(key=r["compat"])) for e, r in rows.items()}
         searched = d.rounds[0].stats if d.rounds else {}
+        # the first round's skips (`d.skipped` is the last mapping's: after the round the loop
+        # looks at its new mapping once more, skips again, and stops at the round limit)
+        skipped = d.rounds[0].skipped if d.rounds else d.skipped
         for e, row in rows.items():
             if e not in searched:  # skipped: its group's floor is within min_gap x the energy of its choice
-                assert e in d.skipped and d.skipped[e] < min_gap * energy
-                assert np.isclose(d.skipped[e], row["energy"] - energy_lower_bound(e, workload, arch,
+                assert e in skipped and skipped[e] < min_gap * energy
+                assert np.isclose(skipped[e], row["energy"] - energy_lower_bound(e, workload, arch,
                                                                                    Constraints(key=row["compat"])))
                 extra[e] = some[e].iloc[:0]
                 continue
