@@ -75,7 +75,7 @@ def check_descent(workload, arch, pick: int, rounds: int, min_gap: float) -> Non
             if e not in searched:  # skipped: its group's floor is within min_gap x the energy of its choice
                 assert e in skipped and skipped[e] < min_gap * energy
                 assert np.isclose(skipped[e], row["energy"] - energy_lower_bound(e, workload, arch,
-                                                                                   Constraints(key=row["compat"])))
+                                                                                 Constraints(key=row["compat"])))
                 extra[e] = some[e].iloc[:0]
                 continue
             floor = energy_lower_bound(e, workload, arch, Constraints(key=row["compat"]))
