@@ -15,6 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import arch as arch_specs
+import workloads
 from ffm.descent import descend
 from ffm.search import search
 from pmapgen import Constraints, generate
@@ -104,3 +106,19 @@ def test_descent_rounds_join_each_einsum_s_group_within_its_energy(problem, pick
 @given(problems(max_levels=2), st.integers(0, 10**6), st.sampled_from([1, 4]), st.sampled_from([0.0, 0.05]))
 def test_descent_rounds_join_each_einsum_s_group_within_its_energy_long(problem, pick, rounds, min_gap):
     check_descent(*problem, pick=pick, rounds=rounds, min_gap=min_gap)
+
+
+def test_one_round_checks_its_own_skips_when_the_last_mapping_skips_others():
+    """A case hypothesis found (fifteenth session): after its one round the descent looks at
+    its new mapping once more and skips other Einsums, so `Descent.skipped` differs from the
+    round's own skips (`Round.skipped`), which are those of the mapping it started from."""
+    w = workloads.load({"name": "dag", "rank_sizes": {"m": 2, "a": 2, "b": 2}, "bits": 8,
+                        "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m] = X[m,a] * W1[a]",
+                                    "V[m] = X[m,a] * W2[a]"]})
+    a = arch_specs.load({"name": "random", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "bandwidth": "1 GB/s"},
+        {"memory": "L1", "capacity": "4 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
+         "bandwidth": "1 GB/s"},
+        {"compute": "MAC", "energy": "1 pJ"}]})
+    check_descent(w, a, pick=79199, rounds=1, min_gap=0.05)
