@@ -15,14 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import arch as arch_specs
 import workloads
 from ffm.descent import descend
 from ffm.search import search
 from pmapgen import Constraints, generate
 from pmapgen.all_einsums import signature
 from pmapgen.prefixes import energy_lower_bound
-from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
+from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report, two_levels  # noqa: F401
 
 
 def exhaustive_and_part(workload, arch, pick: int, always=None):
@@ -115,10 +114,5 @@ def test_one_round_checks_its_own_skips_when_the_last_mapping_skips_others():
     w = workloads.load({"name": "dag", "rank_sizes": {"m": 2, "a": 2, "b": 2}, "bits": 8,
                         "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m] = X[m,a] * W1[a]",
                                     "V[m] = X[m,a] * W2[a]"]})
-    a = arch_specs.load({"name": "random", "clock": "1 GHz", "levels": [
-        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
-         "bandwidth": "1 GB/s"},
-        {"memory": "L1", "capacity": "4 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
-         "bandwidth": "1 GB/s"},
-        {"compute": "MAC", "energy": "1 pJ"}]})
+    a = two_levels("4 B", "0.1 pJ/bit", "0.1 pJ/bit", top_bandwidth="1 GB/s", name="random")
     check_descent(w, a, pick=79199, rounds=1, min_gap=0.05)

@@ -342,12 +342,20 @@ def test_search_equals_exhaustive_optimum_long(problem, epsilon):
 
 # ---------------------------------------------------------------- fixed cases
 
-def two_einsums(must_keep: bool = False):
-    level = {"memory": "L1", "capacity": "2 B" if must_keep else "16 B", "read_energy": "0.1 pJ/bit",
-             "write_energy": "0.2 pJ/bit", "bandwidth": "1 GB/s", **({"must_keep": ["all"]} if must_keep else {})}
-    a = arch_specs.load({"name": "a", "clock": "1 GHz", "levels": [
+def two_levels(capacity: str, read: str, write: str, top_bandwidth: str = "4 GB/s", name: str = "a", **l1):
+    """A 2-level arch: L0 (unbounded, 1 / 2 pJ/bit) over L1 (`capacity`, `read` / `write`
+    energies, 1 GB/s, and any other L1 fields in `l1`) over a 1 pJ MAC."""
+    return arch_specs.load({"name": name, "clock": "1 GHz", "levels": [
         {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
-         "bandwidth": "4 GB/s"}, level, {"compute": "MAC", "energy": "1 pJ"}]})
+         "bandwidth": top_bandwidth},
+        {"memory": "L1", "capacity": capacity, "read_energy": read, "write_energy": write, "bandwidth": "1 GB/s",
+         **l1},
+        {"compute": "MAC", "energy": "1 pJ"}]})
+
+
+def two_einsums(must_keep: bool = False):
+    a = two_levels("2 B" if must_keep else "16 B", "0.1 pJ/bit", "0.2 pJ/bit",
+                   **({"must_keep": ["all"]} if must_keep else {}))
     w = workloads.load({"name": "w", "rank_sizes": {"m": 2, "a": 2, "b": 3}, "bits": 8,
                         "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W[a,b]"]})
     return w, a
@@ -409,12 +417,7 @@ def test_dirty_pass_prunes_more_and_clean_pass_admits_less():
     is the exact one."""
     w = workloads.load({"name": "w", "rank_sizes": {"m": 4, "a": 4, "b": 2, "c": 2}, "bits": 8,
                         "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W1[a,b]", "Z[m,c] = Y[m,b] * W2[b,c]"]})
-    a = arch_specs.load({"name": "a", "clock": "1 GHz", "levels": [
-        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
-         "bandwidth": "4 GB/s"},
-        {"memory": "L1", "capacity": "32 B", "read_energy": "0.3 pJ/bit", "write_energy": "0.2 pJ/bit",
-         "bandwidth": "1 GB/s"},
-        {"compute": "MAC", "energy": "1 pJ"}]})
+    a = two_levels("32 B", "0.3 pJ/bit", "0.2 pJ/bit")
     tables = {e: generate(e, w, a)[0] for e in w.einsum_names}
     exact = search(tables, w, a, "energy", epsilon=0, scout=0)
     r = search(tables, w, a, "energy", scout=0)
