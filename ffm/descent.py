@@ -46,7 +46,8 @@ from workloads.model import Workload
 
 RTOL = 1e-9  # a join result counts as lower only past summation-order noise
 MIN_GAP = 0.01  # skip an Einsum whose group could lower the mapping's energy by less than this share
-FUSIONS = 1  # fusion moves tried per descent (each searches a window of Einsums for `time_limit`, then tunes)
+FUSIONS = 2  # fusion moves tried per descent (each searches a window of Einsums for `time_limit`, then tunes)
+LATER_MOVE_SHARE = 0.05  # a move after the first needs a tensor costing this share of the energy at the top
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,7 @@ class Round:
     anchor: str | None = None  # a fusion move: the Einsum its chain started from (`ffm.fusion`)
     chain: dict[str, Stats] = field(default_factory=dict)  # ... and the chain's searches, in order, the anchor's first
     skipped: dict[str, float] = field(default_factory=dict)  # the Einsums this move skipped, with their gaps (pJ)
+    top: float | None = None  # a fusion move: the energy (pJ) of the tensor's accesses at the top when chosen
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
             join_tables: Callable[[dict[str, pd.DataFrame], str, float | None], SearchResult],
             constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
             workers: int | None = None, progress: bool = True, max_rounds: int = 4, searched: set | None = None,
-            min_gap: float = MIN_GAP, fusions: int = FUSIONS,
+            min_gap: float = MIN_GAP, fusions: int = FUSIONS, later_share: float = LATER_MOVE_SHARE,
             on_chip: frozenset[str] = frozenset()) -> tuple[dict[str, tuple], SearchResult, Descent]:
     """(results, best, Descent): `results` (`generate_all`-style) with the rows the
     descent found added, and the best mapping over them (`best`, a SearchResult for the
@@ -96,6 +98,9 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
     At most `max_rounds` rounds search within keys; when none is left to search, a
     fusion move (`ffm.fusion`) is tried, at most `fusions` of them, on the tensor at the
     top whose accesses there cost the most (at least `min_gap` x the mapping's energy).
+    A later move runs only if the one before it lowered the energy, and only on a tensor
+    costing at least `later_share` x the energy at the top (a move costs a window's
+    searches: about two minutes at batch 64).
     The move searches the tensor's window, then chains a fused key through it from the
     anchor (`_chain`), each search below the current energy. Its rows are joined twice:
     with the tensor required on chip (the best such mapping, then tuned by rounds within
@@ -122,11 +127,14 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
                                  time_limit=time_limit, budgets={e: float(row["energy"]) for e, row in todo.items()},
                                  desc=name, rising=True, einsums=tuple(todo))
         else:
-            move = None if sum(r.fused is not None for r in rounds) >= fusions else \
-                _fusion_move(workload, arch, results, best, chosen, constraints, searched, min_gap * energy)
+            moves = [i for i, r in enumerate(rounds) if r.fused is not None]
+            paid = not moves or rounds[moves[-1]].energy < (rounds[moves[-1] - 1].energy if moves[-1] else before)
+            least = (min_gap if not moves else max(min_gap, later_share)) * energy
+            move = None if len(moves) >= fusions or not paid else \
+                _fusion_move(workload, arch, results, best, chosen, constraints, searched, least)
             if move is None:
                 break
-            fused, einsums, window_c = move
+            fused, einsums, window_c, top = move
             searched.add(("fuse", fused, einsums))
             name = f"descent {len(rounds) + 1}: fuse {fused}"
             found = generate_all(workload, arch, window_c, objectives=("energy",), workers=workers, progress=progress,
@@ -147,7 +155,8 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
         joined = join_tables(_view(results, on_chip, arch), f"join ({name})", energy)
         if not joined.best.empty and float(joined.best["energy"].iloc[0]) < energy * (1 - RTOL):
             energy, best = float(joined.best["energy"].iloc[0]), joined
-        rounds.append(Round({e: r[2] for e, r in found.items()}, energy, fused, trial, inner, first, chain, skipped))
+        rounds.append(Round({e: r[2] for e, r in found.items()}, energy, fused, trial, inner, first, chain, skipped,
+                            top if fused is not None else None))
     return results, best, Descent(before, energy, tuple(rounds), time.perf_counter() - start, skipped)
 
 
@@ -203,7 +212,8 @@ def _chain(workload: Workload, arch: Arch, tensor: str, einsums: tuple[str, ...]
 
 def _fusion_move(workload: Workload, arch: Arch, results: dict, best: SearchResult, chosen: dict,
                  constraints: dict[str, Constraints], searched: set, least: float):
-    """(tensor, window, window constraints) of the next fusion move worth trying, or None."""
+    """(tensor, window, window constraints, its top-level energy) of the next fusion move
+    worth trying (a tensor at the top costing at least `least` pJ there), or None."""
     order = tuple(workload.einsum_names)
     evaluation = evaluate(full_mapping(best.best.iloc[0], results, order), workload, arch)
     for tensor, cost in top_energy(evaluation, chosen, arch).items():
@@ -212,5 +222,5 @@ def _fusion_move(workload: Workload, arch: Arch, results: dict, best: SearchResu
         einsums = window(tensor, chosen, workload, arch)
         window_c = window_constraints(tensor, einsums, workload, arch, constraints)
         if window_c is not None and ("fuse", tensor, einsums) not in searched:
-            return tensor, einsums, window_c
+            return tensor, einsums, window_c, cost
     return None

@@ -61,8 +61,10 @@ def descent_lines(d: Descent, when: str) -> list[str]:
         if r.fused is not None:
             cut = sum(not s.complete for s in r.stats.values())
             chain_cut = sum(not s.complete for s in r.chain.values())
+            notes = ([f"its accesses at the top cost {energy_text(r.top)}"] if r.top is not None else []) \
+                + ([f"{cut} cut short"] if cut else [])
             head += (f"; a fusion move searched {', '.join(r.stats)} with {r.fused} on chip"
-                     + (f" ({cut} cut short)" if cut else "")
+                     + (f" ({'; '.join(notes)})" if notes else "")
                      + (f", then searched {r.anchor} for its least energy with it on chip and chained from there"
                         + (f" through {', '.join(e for e in r.chain if e != r.anchor)} (the c_T they share fixed)"
                            if len(r.chain) > 1 else "")

@@ -203,6 +203,36 @@ def check_fusion(workload, arch, pick: int, rounds: int) -> None:
     assert truth.best["energy"].iloc[0] * (1 - RTOL) <= d.after <= energy
     ev = chosen(best, {e: r[0] for e, r in results.items()}, {e: r[1] for e, r in results.items()}, workload, arch)
     assert np.isclose(ev.energy_pJ, d.after, rtol=RTOL)
+    check_later_moves(workload, arch, found, start, join_tables, rounds, d, truth, (0.05, 1.0)[pick % 2])
+
+
+def check_later_moves(workload, arch, found, start, join_tables, rounds, one, truth, share) -> None:
+    """Up to three moves, later ones costing at least `share` of the energy at the top (1.0:
+    none, no tensor costs all of it):
+    the same path as the one-move descent `one` up to its first move, then a move only
+    after one that lowered the energy, on a tensor costing at least `share` x the energy.
+    With joins that never find better (each returns the start), one move at most."""
+    stuck = lambda tabs, name, known: start  # noqa: E731
+    _, _, d = descend(workload, arch, found, start, stuck, workers=1, progress=False, max_rounds=0, min_gap=0.0,
+                      fusions=3, later_share=0.0)
+    assert sum(r.fused is not None for r in d.rounds) <= 1
+    _bump("descents whose move did not pay", len(d.rounds))
+    results, best, d = descend(workload, arch, found, start, join_tables, workers=1, progress=False,
+                               max_rounds=rounds, min_gap=0.0, fusions=3, later_share=share)
+    first = [r.fused for r in one.rounds if r.fused is not None]
+    moves = [(i, r) for i, r in enumerate(d.rounds) if r.fused is not None]
+    assert [r.fused for _, r in moves[:1]] == first
+    energy = float(start.best["energy"].iloc[0])
+    for k, (i, r) in enumerate(moves):
+        before = d.rounds[i - 1].energy if i else energy
+        if k:
+            j, last = moves[k - 1]
+            assert last.energy < (d.rounds[j - 1].energy if j else energy)  # the move before paid
+            assert r.top >= share * before
+    _bump("later fusion moves", len(moves[1:]))
+    assert truth.best["energy"].iloc[0] * (1 - RTOL) <= d.after <= one.after * (1 + RTOL)
+    ev = chosen(best, {e: r[0] for e, r in results.items()}, {e: r[1] for e, r in results.items()}, workload, arch)
+    assert np.isclose(ev.energy_pJ, d.after, rtol=RTOL)
 
 
 @settings(max_examples=25, **SETTINGS)
@@ -226,10 +256,12 @@ def test_report_says_what_a_fusion_move_found():
     tuned = Descent(30.7e12, 28.0e12, (Round({"QK": Stats(1, 1, 1, False)}, 28.0e12),), 1.0)
     chain = {"AV": Stats(1, 1, 1, True), "QK_softmax": Stats(1, 1, 1, True), "QK": Stats(1, 1, 1, False)}
     d = Descent(46.8e12, 28.0e12, (Round({"V": Stats(1, 1, 1)}, 40.0e12),
-                                   Round(window_, 28.0e12, "QK_softmax", 28.0e12, tuned, "AV", chain)), 300.0)
+                                   Round(window_, 28.0e12, "QK_softmax", 28.0e12, tuned, "AV", chain,
+                                         top=7.73e12)), 300.0)
     text = " ".join(line.strip() for line in descent_lines(d, "the join"))
     assert "(1 round, 1 search of an Einsum within its compatibility group;" in text
-    assert ("a fusion move searched QK, QK_softmax, AV with QK_softmax on chip (2 cut short), then searched AV for "
+    assert ("a fusion move searched QK, QK_softmax, AV with QK_softmax on chip (its accesses at the top cost "
+            "7.73 J; 2 cut short), then searched AV for "
             "its least energy with it on chip and chained from there through QK_softmax, QK (the c_T they share "
             "fixed) (1 of these cut short): the best mapping with it on chip was 28 J after 1 round within its "
             "groups; the best mapping then became 28 J") in text
