@@ -121,6 +121,8 @@ class _Search:
         self.by_progress: dict[int, list[Key]] = {}
         self.done: list[tuple[Key, int, dict]] = []
         self._shapes: dict = {}  # Prefix -> `_shape`
+        self._move_lists: dict = {}  # Prefix -> `_moves`
+        self._move_adds: dict = {}  # storage Move -> `_adds`
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
         self._floor_names: list | None = None  # `_floor_columns`
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
@@ -269,8 +271,43 @@ class _Search:
         if key.prefix.done(self.sp):
             self.done.append((key, rid, self._finish(key, cols)))
         lifetimes = dict(key.lifetimes)
-        for move, prefix in moves(self.sp, key.prefix):
-            self._extend(rid, key, move, prefix, cols, lifetimes)
+        options = self._moves(key.prefix)
+        tiles: dict = {}  # tensor -> its tile values here, shared by the storage runs' capacity checks
+        for move, prefix, adds in options:
+            if adds is None:
+                self._extend(rid, key, move, prefix, cols, lifetimes)
+                continue
+            fits = self._fits(adds, cols, tiles)
+            if fits.any():
+                self._emit_storage(rid, key, move, cols, lifetimes, prefix=prefix, fits=fits)
+
+    def _moves(self, prefix: Prefix) -> list:
+        """`moves` after `prefix` (cached: a third of the keys processed share a prefix
+        with an earlier one, V at batch 64) as (move, prefix it leads to, `_adds` of a
+        storage run or None for loops)."""
+        out = self._move_lists.get(prefix)
+        if out is None:
+            out = self._move_lists[prefix] = [(move, after, self._adds(move) if isinstance(move.nodes[0], Storage)
+                                               else None) for move, after in moves(self.sp, prefix)]
+        return out
+
+    def _adds(self, move: Move) -> tuple:
+        """Per level a storage run adds tiles to (in node order): (level, capacity, its
+        tensors with the factor from values to the capacity's unit); cached per move."""
+        out = self._move_adds.get(move)
+        if out is None:
+            out = self._move_adds[move] = self._levels_added(move)
+        return out
+
+    def _levels_added(self, move: Move) -> tuple:
+        added: dict = {}
+        for node in move.nodes:
+            if node.level in self.levels:
+                unit, capacity = capacity_unit(self.a, node.level)
+                for t in node.tensors:
+                    added.setdefault(node.level, (capacity, []))[1].append(
+                        (t, 1 if unit == "values" else self.w.tensors[t].bits))
+        return tuple((lv, capacity, tuple(parts)) for lv, (capacity, parts) in added.items())
 
     def _state_columns(self, key: Key, cols: dict) -> list[str]:
         """What continuations need equal: extents (which tile choices divide), the fused
@@ -302,10 +339,7 @@ class _Search:
 
     # ---- moves on columns ----------------------------------------------------------------
     def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:
-        first = move.nodes[0]
-        if isinstance(first, Storage):
-            self._emit_storage(rid, key, move, cols, lifetimes, prefix=prefix)
-            return
+        """A loop move: every divisor choice of its bounds, pushed to the prefix it leads to."""
         fused = key.prefix.fused
         if fused and self.keyed and not self._may_fit(
                 key.fused + tuple(("loop", lp.rank_variable, lp.spatial) for lp in move.nodes), key.depth_f):
@@ -399,22 +433,23 @@ class _Search:
         return self.a.fanout_owner(loop.spatial, self.unit).dim(loop.spatial) if loop.spatial else None
 
     def _emit_storage(self, rid: int, key: Key, move: Move, cols: dict, lifetimes: dict,
-                      prefix: Prefix | None = None, root: bool = False) -> None:
-        """A storage run: every node's tile, its link to its parent, its reservation."""
+                      prefix: Prefix | None = None, root: bool = False, fits: np.ndarray | None = None) -> None:
+        """A storage run: every node's tile, its link to its parent, its reservation, for
+        the rows whose tiles fit (`fits`, from `_fits`; computed here if None)."""
         p = key.prefix
         prefix = prefix or p
         out = {c: v for c, v in cols.items()}
         if "row" not in out:
             out["row"] = np.zeros(1, np.int64)
         n = len(out["row"])
-        above = self._above(out, p.depth, {t: lifetimes.get(t, 0) for t in self.e.tensors})
-        fits = self._fits(move, out, above, n)
+        if fits is None:
+            fits = self._fits(self._adds(move), out, {})
         if not fits.all():  # most runs overflow a level for most rows: cut them before any count
             if not fits.any():
                 return
             out = {c: v[fits] if type(v) is np.ndarray and v.shape == (n,) else v for c, v in out.items()}
             n = int(fits.sum())
-            above = self._above(out, p.depth, {t: lifetimes.get(t, 0) for t in self.e.tensors})
+        above = self._above(out, p.depth, {t: lifetimes.get(t, 0) for t in self.e.tensors})
         inner = dict(p.inner) if not root else {}
         backing = dict(p.shared_onchip)
         fused_events = list(key.fused)
@@ -457,20 +492,21 @@ class _Search:
             lt = {t: 0 for t in sorted(pending)}
         self._push(self._key(prefix, fused_events, depth_f, lt), rid, move, out, np.zeros((n, 0), np.int64))
 
-    def _fits(self, move: Move, cols: dict, above, n: int) -> np.ndarray:
-        """Per row, whether the tiles of a storage run's nodes fit every level they add to,
-        with what the row holds there already (all its reservations and backing tiles:
-        every reservation is in `res:<level>:<last>`)."""
-        added: dict = {}
-        for node in move.nodes:
-            if node.level in self.levels:
-                unit, _ = capacity_unit(self.a, node.level)
-                for t in node.tensors:
-                    size = storage_tile(above, self.e, t)[0] * (1 if unit == "values" else self.w.tensors[t].bits)
-                    added[node.level] = added.get(node.level, 0) + size
-        ok = np.ones(n, dtype=bool)
-        for lv, size in added.items():
-            _, capacity = capacity_unit(self.a, lv)
+    def _fits(self, adds: tuple, cols: dict, tiles: dict) -> np.ndarray:
+        """Per row, whether the tiles of a storage run's nodes (`adds`, from `_adds`) fit
+        every level they add to, with what the row holds there already (all its
+        reservations and backing tiles: every reservation is in `res:<level>:<last>`).
+        `tiles` caches each tensor's tile values (`storage_tile`) at these rows, and under
+        "" the `Above` they come from."""
+        ok = np.ones(len(cols["row"]), dtype=bool)
+        for lv, capacity, parts in adds:
+            size = 0
+            for t, factor in parts:
+                if t not in tiles:
+                    if "" not in tiles:  # the model's point here, built once
+                        tiles[""] = self._above(cols, 0, {})
+                    tiles[t] = storage_tile(tiles[""], self.e, t)[0]
+                size = size + tiles[t] * factor
             ok &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
         return ok
 
