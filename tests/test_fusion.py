@@ -26,7 +26,7 @@ from ffm.fusion import chain_constraints, clusters, window, window_constraints
 from ffm.search import search
 from pmapgen import Constraints, generate
 from tests.test_descent import exhaustive_and_part
-from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
+from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report, two_levels  # noqa: F401
 
 
 def _rows(workload, onchip: dict[str, str], top: str) -> dict[str, pd.Series]:
@@ -246,6 +246,16 @@ def test_fusion_move_joins_the_window_s_pmappings_with_the_tensor_on_chip(proble
 @given(problems(max_levels=3), st.integers(0, 10**6), st.sampled_from([0, 2]))
 def test_fusion_move_joins_the_window_s_pmappings_with_the_tensor_on_chip_long(problem, pick, rounds):
     check_fusion(*problem, pick=pick, rounds=rounds)
+
+
+def test_a_later_move_needs_its_share_of_the_energy_at_the_top():
+    """A case hypothesis found (sixteenth session): the first move lowers 269.2 pJ to
+    184.4 pJ and leaves a tensor costing 48 pJ at the top; with a share of 1.0
+    (`check_later_moves`, odd pick) no later move may take it."""
+    w = workloads.load({"name": "dag", "rank_sizes": {"m": 2, "a": 2}, "bits": 8,
+                        "einsums": ["X[m,a] = I[m,a]", "Y[m] = X[m,a] * W0[a]", "Z[m] = Y[m]"]})
+    a = two_levels("4 B", "0.1 pJ/bit", "0.1 pJ/bit", top_bandwidth="8 GB/s", name="random", must_keep=["all"])
+    check_fusion(w, a, pick=187, rounds=0)
 
 
 def test_report_says_what_a_fusion_move_found():
