@@ -122,7 +122,7 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
         todo = {e: chosen[e] for e in keyed if e not in skipped}
         if todo and sum(r.fused is None for r in rounds) < max_rounds:
             searched |= {(e, row["compat"]) for e, row in todo.items()}
-            name, fused = f"descent {len(rounds) + 1}", None
+            name, fused, top = f"descent {len(rounds) + 1}", None, None
             found = generate_all(workload, arch, keyed, objectives=("energy",), workers=workers, progress=progress,
                                  time_limit=time_limit, budgets={e: float(row["energy"]) for e, row in todo.items()},
                                  desc=name, rising=True, einsums=tuple(todo))
@@ -156,7 +156,7 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
         if not joined.best.empty and float(joined.best["energy"].iloc[0]) < energy * (1 - RTOL):
             energy, best = float(joined.best["energy"].iloc[0]), joined
         rounds.append(Round({e: r[2] for e, r in found.items()}, energy, fused, trial, inner, first, chain, skipped,
-                            top if fused is not None else None))
+                            top))
     return results, best, Descent(before, energy, tuple(rounds), time.perf_counter() - start, skipped)
 
 

@@ -272,7 +272,7 @@ class _Search:
             self.done.append((key, rid, self._finish(key, cols)))
         lifetimes = dict(key.lifetimes)
         options = self._moves(key.prefix)
-        tiles: dict = {}  # tensor -> its tile values here, shared by the storage runs' capacity checks
+        tiles = _Tiles(self, cols)  # shared by the storage runs' capacity checks
         for move, prefix, adds in options:
             if adds is None:
                 self._extend(rid, key, move, prefix, cols, lifetimes)
@@ -443,7 +443,7 @@ class _Search:
             out["row"] = np.zeros(1, np.int64)
         n = len(out["row"])
         if fits is None:
-            fits = self._fits(self._adds(move), out, {})
+            fits = self._fits(self._adds(move), out, _Tiles(self, out))
         if not fits.all():  # most runs overflow a level for most rows: cut them before any count
             if not fits.any():
                 return
@@ -492,21 +492,16 @@ class _Search:
             lt = {t: 0 for t in sorted(pending)}
         self._push(self._key(prefix, fused_events, depth_f, lt), rid, move, out, np.zeros((n, 0), np.int64))
 
-    def _fits(self, adds: tuple, cols: dict, tiles: dict) -> np.ndarray:
+    def _fits(self, adds: tuple, cols: dict, tiles: "_Tiles") -> np.ndarray:
         """Per row, whether the tiles of a storage run's nodes (`adds`, from `_adds`) fit
         every level they add to, with what the row holds there already (all its
         reservations and backing tiles: every reservation is in `res:<level>:<last>`).
-        `tiles` caches each tensor's tile values (`storage_tile`) at these rows, and under
-        "" the `Above` they come from."""
+        `tiles` gives each tensor's tile values at these rows."""
         ok = np.ones(len(cols["row"]), dtype=bool)
         for lv, capacity, parts in adds:
             size = 0
             for t, factor in parts:
-                if t not in tiles:
-                    if "" not in tiles:  # the model's point here, built once
-                        tiles[""] = self._above(cols, 0, {})
-                    tiles[t] = storage_tile(tiles[""], self.e, t)[0]
-                size = size + tiles[t] * factor
+                size = size + tiles.values(t) * factor
             ok &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
         return ok
 
@@ -621,6 +616,24 @@ class _Search:
                 sub = sel[which]
                 out.append((nodes + list(move.nodes), np.hstack([tiles, rec.tiles[rows[sub], :n_loops]]), sub))
         return out
+
+
+class _Tiles:
+    """Each tensor's tile values (the model's `storage_tile`) at one batch of rows,
+    computed on first use: the storage runs after a key read them instead of each
+    building the model's point again."""
+
+    def __init__(self, search: _Search, cols: dict):
+        self._search, self._cols = search, cols
+        self._above: Above | None = None
+        self._values: dict = {}
+
+    def values(self, tensor: str) -> np.ndarray:
+        if tensor not in self._values:
+            if self._above is None:
+                self._above = self._search._above(self._cols, 0, {})
+            self._values[tensor] = storage_tile(self._above, self._search.e, tensor)[0]
+        return self._values[tensor]
 
 
 def _divisor_choices(extent: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarray]:
