@@ -184,9 +184,10 @@ class _Search:
                 cols[f"res:{lv}:{k}"] = np.zeros(1)
         return cols
 
-    def _push(self, key: Key, parent: int, move: Move, cols: dict, tiles: np.ndarray) -> None:
+    def _push(self, key: Key, parent: int, move: Move, cols: dict, tiles: np.ndarray, checked: bool = False) -> None:
         """Rows reaching `key` by one move; pruned at once, and merged with the rows already
-        waiting there once they are many (memory stays near the frontiers' size)."""
+        waiting there once they are many (memory stays near the frontiers' size).
+        `checked`: the caller has cut the rows over the budget already (`_over_budget_cut`)."""
         n = len(tiles)
         if not n:
             return
@@ -195,7 +196,7 @@ class _Search:
             cols, tiles, n = self._within_key(key, cols, tiles)
             if not n:
                 return
-        if self.budget is not None:
+        if self.budget is not None and not checked:
             floor = self._floor(key.prefix, cols)
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
             ok = floor <= self.budget * (1 + BUDGET_RTOL)
@@ -352,7 +353,7 @@ class _Search:
             for lp, b in zip(move.nodes[:i], bounds):
                 if lp.rank_variable == r:
                     extent = extent // b
-            pick, b = _divisor_choices(extent, self.allowed.get(r))
+            pick, b = _divisor_choices(extent, self.w.rank_sizes[r], self.allowed.get(r))
             rows, bounds = rows[pick], [x[pick] for x in bounds] + [b]
             if loop.spatial is not None:  # the dim's loops so far must fit its size
                 used = math.prod(bb for lp, bb in zip(move.nodes, bounds) if lp.spatial == loop.spatial)
@@ -386,7 +387,7 @@ class _Search:
               if t in pending}
         self._close_fills(out, prefix)
         self._push(self._key(prefix, fused_events, key.depth_f, lt), rid, move, out,
-                   np.column_stack(tiles).astype(np.int64))
+                   np.column_stack(tiles).astype(np.int64), checked=True)
 
     def _over_budget_cut(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
                          bounds: list) -> tuple[np.ndarray, list]:
@@ -636,19 +637,29 @@ class _Tiles:
         return self._values[tensor]
 
 
-def _divisor_choices(extent: np.ndarray, allowed) -> tuple[np.ndarray, np.ndarray]:
-    """(row index, bound) for every bound >= 2 dividing each row's extent (with the tile
-    extent / bound in `allowed`, if given)."""
-    uniq, inv = np.unique(extent, return_inverse=True)
-    allowed = tuple(sorted(allowed)) if allowed else None
-    per = [_bounds(int(u), allowed) for u in uniq]
-    counts = np.array([len(x) for x in per], dtype=np.int64)
-    flat = np.array([b for x in per for b in x], dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    reps = counts[inv.reshape(-1)]
+def _divisor_choices(extent: np.ndarray, size: int, allowed) -> tuple[np.ndarray, np.ndarray]:
+    """(row index, bound) for every bound >= 2 dividing each row's extent (a divisor of
+    the rank's `size`), with the tile extent / bound in `allowed`, if given: looked up in
+    the rank's `_divisor_table`, rows in order and each row's bounds in `_bounds` order."""
+    divisors, counts, starts, flat = _divisor_table(size, tuple(sorted(allowed)) if allowed else None)
+    at = np.searchsorted(divisors, extent)
+    reps = counts[at]
     rows = np.repeat(np.arange(len(extent)), reps)
     offset = np.arange(len(rows)) - np.repeat(np.cumsum(reps) - reps, reps)
-    return rows, flat[starts[inv.reshape(-1)][rows] + offset]
+    return rows, flat[np.repeat(starts[at], reps) + offset]
+
+
+@lru_cache(maxsize=None)
+def _divisor_table(size: int, allowed: tuple | None) -> tuple[np.ndarray, ...]:
+    """(divisors of `size` ascending, how many bounds each has, where they start in
+    `flat`, flat: each divisor's `_bounds` in turn)."""
+    divisors = [d for d in range(1, math.isqrt(size) + 1) if size % d == 0]
+    divisors = sorted(set(divisors + [size // d for d in divisors]))
+    per = [_bounds(d, allowed) for d in divisors]
+    counts = np.array([len(x) for x in per], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+    flat = np.array([b for x in per for b in x], dtype=np.int64)
+    return np.array(divisors, dtype=np.int64), counts, starts, flat
 
 
 @lru_cache(maxsize=None)

@@ -277,11 +277,11 @@ def floors_below_completions(problem) -> int:
     floors: dict = {}  # (parent record, parent row, move, tiles) -> the child's floor
 
     class Recorded(_Search):
-        def _push(self, key, parent, move, cols, tiles):
+        def _push(self, key, parent, move, cols, tiles, checked=False):
             if len(tiles):
                 for j, f in enumerate(self._floor(key.prefix, cols)):
                     floors[parent, int(cols["row"][j]) if "row" in cols else 0, move, tuple(tiles[j])] = f
-            super()._push(key, parent, move, cols, tiles)
+            super()._push(key, parent, move, cols, tiles, checked)
 
     w, a = problem
     checked = 0
