@@ -272,24 +272,25 @@ class _Search:
         if key.prefix.done(self.sp):
             self.done.append((key, rid, self._finish(key, cols)))
         lifetimes = dict(key.lifetimes)
-        options = self._moves(key.prefix)
-        tiles = _Tiles(self, cols)  # shared by the storage runs' capacity checks
+        options, plan = self._moves(key.prefix)
+        fits = iter(self._fits(plan, cols, _Tiles(self, cols)))  # per storage run, in order
         for move, prefix, adds in options:
             if adds is None:
                 self._extend(rid, key, move, prefix, cols, lifetimes)
                 continue
-            fits = self._fits(adds, cols, tiles)
-            if fits.any():
-                self._emit_storage(rid, key, move, cols, lifetimes, prefix=prefix, fits=fits)
+            ok = next(fits)
+            if ok.any():
+                self._emit_storage(rid, key, move, cols, lifetimes, prefix=prefix, fits=ok)
 
-    def _moves(self, prefix: Prefix) -> list:
+    def _moves(self, prefix: Prefix) -> tuple[list, tuple]:
         """`moves` after `prefix` (cached: a third of the keys processed share a prefix
         with an earlier one, V at batch 64) as (move, prefix it leads to, `_adds` of a
-        storage run or None for loops)."""
+        storage run or None for loops), and the storage runs' `_capacity_plan`."""
         out = self._move_lists.get(prefix)
         if out is None:
-            out = self._move_lists[prefix] = [(move, after, self._adds(move) if isinstance(move.nodes[0], Storage)
-                                               else None) for move, after in moves(self.sp, prefix)]
+            options = [(move, after, self._adds(move) if isinstance(move.nodes[0], Storage) else None)
+                       for move, after in moves(self.sp, prefix)]
+            out = self._move_lists[prefix] = (options, _capacity_plan([a for *_, a in options if a is not None]))
         return out
 
     def _adds(self, move: Move) -> tuple:
@@ -444,7 +445,7 @@ class _Search:
             out["row"] = np.zeros(1, np.int64)
         n = len(out["row"])
         if fits is None:
-            fits = self._fits(self._adds(move), out, _Tiles(self, out))
+            fits = self._fits(_capacity_plan([self._adds(move)]), out, _Tiles(self, out))[0]
         if not fits.all():  # most runs overflow a level for most rows: cut them before any count
             if not fits.any():
                 return
@@ -493,17 +494,17 @@ class _Search:
             lt = {t: 0 for t in sorted(pending)}
         self._push(self._key(prefix, fused_events, depth_f, lt), rid, move, out, np.zeros((n, 0), np.int64))
 
-    def _fits(self, adds: tuple, cols: dict, tiles: "_Tiles") -> np.ndarray:
-        """Per row, whether the tiles of a storage run's nodes (`adds`, from `_adds`) fit
-        every level they add to, with what the row holds there already (all its
+    def _fits(self, plan: tuple, cols: dict, tiles: "_Tiles") -> np.ndarray:
+        """Per storage run of `plan` (`_capacity_plan`) and row, whether the run's tiles
+        fit every level they add to, with what the row holds there already (all its
         reservations and backing tiles: every reservation is in `res:<level>:<last>`).
-        `tiles` gives each tensor's tile values at these rows."""
-        ok = np.ones(len(cols["row"]), dtype=bool)
-        for lv, capacity, parts in adds:
-            size = 0
-            for t, factor in parts:
-                size = size + tiles.values(t) * factor
-            ok &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
+        `tiles` gives each tensor's tile values at these rows. The sizes are integer
+        (values times a unit factor), so one product per level gives each run's sum."""
+        n_runs, levels = plan
+        ok = np.ones((n_runs, len(cols["row"])), dtype=bool)
+        for lv, capacity, runs, tensors, factors in levels:
+            size = factors @ np.stack([np.broadcast_to(tiles.values(t), ok.shape[1]) for t in tensors])
+            ok[runs] &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
         return ok
 
     def _close_fills(self, cols: dict, prefix: Prefix) -> None:
@@ -617,6 +618,25 @@ class _Search:
                 sub = sel[which]
                 out.append((nodes + list(move.nodes), np.hstack([tiles, rec.tiles[rows[sub], :n_loops]]), sub))
         return out
+
+
+def _capacity_plan(runs: list[tuple]) -> tuple:
+    """(number of runs, per level: (level, capacity, the runs adding to it, the tensors
+    they add, their unit factors as a runs x tensors integer matrix)) of storage runs
+    given by their `_Search._adds`: what `_Search._fits` checks, once per prefix."""
+    per_level: dict = {}
+    for i, adds in enumerate(runs):
+        for lv, capacity, parts in adds:
+            per_level.setdefault(lv, (capacity, []))[1].append((i, parts))
+    levels = []
+    for lv, (capacity, entries) in per_level.items():
+        tensors = sorted({t for _, parts in entries for t, _ in parts})
+        factors = np.zeros((len(entries), len(tensors)), dtype=np.int64)
+        for row, (_, parts) in enumerate(entries):
+            for t, factor in parts:
+                factors[row, tensors.index(t)] = factor
+        levels.append((lv, capacity, np.array([i for i, _ in entries], dtype=np.int64), tuple(tensors), factors))
+    return len(runs), tuple(levels)
 
 
 class _Tiles:
