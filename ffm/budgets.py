@@ -16,13 +16,20 @@ join can search exactly:
    Einsum runs even when one hits the time limit: a search cut short still bounds its
    minimum from below (`Stats.lower_bound`), and the sum of the minima and those bounds
    bounds the optimum (`Proof.lower`).
-2. **budgets**: each Einsum is searched again with min_e + (U - sum of minima) as budget,
-   unless that is at most step 1's final budget for every Einsum (then step 1's tables
-   already hold every pmapping within its budget).
+2. **raises** (seventeenth session): step 1's tables are complete within their budgets
+   b_e, so the wildcard bound (`ffm.wildcards`) bounds the optimum from below: the least,
+   over sets W of Einsums allowed above their budgets, of their budgets plus the joins of
+   the rest's tables. Its least term's W names the budgets to raise; each raise searches
+   those Einsums again within a larger budget (`raise_step`), until the bound reaches U.
+   The join over all tables is one of the terms, so a better mapping found on the way
+   lowers U and becomes the result.
 
-If every search completes, every pmapping of every mapping of energy at most U is in the
-tables or dominated within its compatibility group by one that is, so the join over them
-returns the exact optimum (the U mapping guarantees that there is one).
+When the bound reaches U, no mapping is below U: the U mapping is the exact optimum. A
+raise that hits the time limit (or the step's own limit, the Einsums' time limits
+together) leaves the proof incomplete with the bound reached as `Proof.lower`. The
+uniform budgets of the sixth session (every Einsum within U minus the other Einsums'
+minima) are what the raises reach at worst; raising only the budgets that stand in the
+way is what lets the proof complete at batch 1 (docs/mapper.md, "Energy proof").
 """
 from __future__ import annotations
 
@@ -34,12 +41,14 @@ import pandas as pd
 
 from arch.model import Arch
 from ffm.search import SearchResult, search
+from ffm.wildcards import WildcardBound
 from pmapgen import Constraints, Stats, generate_all
 from pmapgen.all_einsums import union
-from pmapgen.prefixes import energy_lower_bound
+from pmapgen.prefixes import GROWTH, energy_lower_bound
 from workloads.model import Workload
 
 RTOL = 1e-9  # budgets equal up to summation order
+MIN_RAISE = 0.01  # a raised budget grows by at least this share (`raise_step`)
 
 
 @dataclass(frozen=True)
@@ -47,9 +56,9 @@ class Proof:
     """What the energy proof did. `bound` is U (the best found, or the step-1 join's if
     lower) and `lower` a lower bound on the optimum, so the best found is within
     bound / lower of it; `minima` (per Einsum, pJ) holds the exact minima found, `budgets`
-    is set once every minimum is known; `incomplete` names the Einsums whose search hit
-    the time limit (or did not start after another did); `steps` holds each step run as
-    (name, {einsum: Stats})."""
+    the budgets step 2 reached (set once every minimum is known); `incomplete` names the
+    Einsums whose search hit the time limit (or whose raise did not start: the step's
+    time was up); `steps` holds each step run as (name, {einsum: Stats})."""
     bound: float
     lower: float = 0.0  # a lower bound on the optimum: each Einsum's minimum where known, else a bound on it
     minima: dict[str, float] = field(default_factory=dict)
@@ -71,10 +80,11 @@ class Proof:
         return tuple(e for e in self.incomplete if e in last and not last[e].complete)
 
 
-def einsum_budgets(bound: float, minima: dict[str, float]) -> dict[str, float]:
-    """Per Einsum, the most energy its pmapping can have in a mapping of energy <= `bound`."""
-    slack = bound - sum(minima.values())
-    return {e: m + slack for e, m in minima.items()}
+def raise_step(budget: float, gap: float) -> float:
+    """How much a wildcard's budget rises: `gap` (U minus its term's value: enough for
+    that term to reach U), but at least MIN_RAISE and at most GROWTH - 1 of the budget
+    (a search costs more, steeply, the looser its budget)."""
+    return min(budget * (GROWTH - 1), max(gap, budget * MIN_RAISE))
 
 
 def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, tuple],
@@ -96,18 +106,19 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     steps = []
     join_tables = join_tables or (lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known))
 
-    def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False):
+    def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False, einsums: tuple = order):
         res = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
                            time_limit=time_limit, budgets=budgets, stop_when_incomplete=stop, desc=f"proof: {name}",
-                           rising=rising)
+                           rising=rising, einsums=einsums)
         steps.append((name, {e: r[2] for e, r in res.items()}))
-        return res, tuple(e for e in order if e not in res or not res[e][2].complete)
+        return res, tuple(e for e in einsums if e not in res or not res[e][2].complete)
 
-    def proof(minima: dict[str, float], bound: float, **kwargs) -> Proof:
+    def proof(minima: dict[str, float], bound: float, lower: float | None = None, **kwargs) -> Proof:
         first = steps[0][1] if steps else {}
         # a rising search's bound already includes the energy floor it started from
-        lower = sum(minima[e] if e in minima else first[e].lower_bound if e in first else
-                    energy_lower_bound(e, workload, arch, (constraints or {}).get(e)) for e in order)
+        if lower is None:
+            lower = sum(minima[e] if e in minima else first[e].lower_bound if e in first else
+                        energy_lower_bound(e, workload, arch, (constraints or {}).get(e)) for e in order)
         return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, found=given,
                      **kwargs)
 
@@ -128,14 +139,25 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         bound, best = float(joined.best["energy"].iloc[0]), (both, joined)
     if incomplete:
         return *(best or (None, None)), proof(minima, bound, incomplete=incomplete)
-    budgets = einsum_budgets(bound, minima)
-    searched = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
-    if all(budgets[e] <= searched[e] * (1 + RTOL) for e in order):
-        # step 1's tables hold every pmapping within its budget: their join is the optimum
-        return both, joined, proof(minima, bound, budgets=budgets)
-    res, incomplete = run(budgets, "budgets", stop=True)
-    if incomplete:
-        return *(best or (None, None)), proof(minima, bound, budgets=budgets, incomplete=incomplete)
-    # each pmapping of the U mapping is within its budget, so these tables hold it or better
-    return res, join_tables({e: r[0] for e, r in res.items()}, "join (proof)", bound), \
-        proof(minima, bound, budgets=budgets)
+    # step 2: raise the budgets the wildcard bound points at until it reaches U
+    tables = dict(res)
+    budgets = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
+    wild = WildcardBound(workload, arch)
+    deadline = None if time_limit is None else time.perf_counter() + len(order) * time_limit
+    while True:
+        b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)
+        if b.full is not None and not b.full.best.empty and float(b.full.best["energy"].iloc[0]) < bound * (1 - RTOL):
+            bound, best = float(b.full.best["energy"].iloc[0]), (dict(tables), b.full)
+        if b.lower >= bound * (1 - RTOL):
+            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets)
+        late = deadline is not None and time.perf_counter() > deadline
+        if not b.wildcards or late:
+            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets,
+                                                  incomplete=b.wildcards or order)
+        raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term) for e in b.wildcards}
+        got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards)
+        if incomplete:
+            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, incomplete=incomplete)
+        for e in b.wildcards:
+            tables[e], budgets[e] = got[e], raised[e]
+            wild.forget(e)

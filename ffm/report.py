@@ -86,36 +86,46 @@ def descent_lines(d: Descent, when: str) -> list[str]:
 
 
 def proof_lines(proof: Proof) -> list[str]:
-    """What the energy proof (ffm.budgets) established: per Einsum its minimum, its budget
-    and, per step run, the partial pmappings the budgeted search built and its seconds."""
+    """What the energy proof (ffm.budgets) established: per Einsum its minimum, the budget
+    its table reached, and the partial pmappings its searches built and their seconds, for
+    the minima and all raises together."""
+    raises = proof.steps[1:]
     if proof.proven:
-        head = (f"  Energy proof: complete. Every pmapping within its Einsum's budget (the best mapping found, "
-                f"{energy_text(proof.bound)}, minus the other Einsums' minima) was searched: no mapping is better.")
+        head = (f"  Energy proof: complete. Each Einsum's table holds every pmapping within its budget, and the "
+                f"wildcard bound over them (ffm.wildcards: the least, over sets of Einsums above their budgets, of "
+                f"those budgets plus the joins of the others' tables) reached the best mapping's energy, "
+                f"{energy_text(proof.bound)}, after {len(raises)} raise{'s' * (len(raises) != 1)} of budgets: no "
+                f"mapping is better.")
     else:
         skipped = [e for e in proof.incomplete if e not in proof.timed_out]
-        head = (f"  Energy proof: incomplete. The budgeted search of {', '.join(proof.timed_out)} hit the time limit"
+        what = (f"The budgeted search of {', '.join(proof.timed_out)} hit the time limit" if proof.timed_out
+                else "The raises ran out of time")
+        basis = ("the wildcard bound over the tables complete within the budgets reached" if proof.budgets else
+                 "the sum of each Einsum's minimum where found, else a lower bound on it")
+        head = (f"  Energy proof: incomplete. {what}"
                 + (f" ({', '.join(skipped)} not started)" if skipped else "")
                 + f"; the best mapping found is {energy_text(proof.bound)}. The optimum is at "
-                f"least {energy_text(proof.lower)} (the sum of each Einsum's minimum where found, else a lower bound on "
-                f"it).")
+                f"least {energy_text(proof.lower)} ({basis}).")
     if proof.found > proof.bound:
-        head += (f" Its first join (each Einsum's least-energy pmappings together with those found before, "
-                 f"then the coordinate descent after it, if any) "
-                 f"lowered the best mapping from {energy_text(proof.found)} to {energy_text(proof.bound)}.")
+        head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "
+                 f"{energy_text(proof.bound)} (its first join, of each Einsum's least-energy pmappings together with "
+                 f"those found before, then coordinate descent; or a join over the raised tables).")
     lines = textwrap.wrap(head.strip(), 100, initial_indent="  ", subsequent_indent="    ")
     if not proof.proven and proof.lower > 0:
         lines.append(f"    So the result is within {proof.bound / proof.lower:.2f}x of the optimum.")
-    lines.append(f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}"
-                 + "".join(f"{name + ': rows':>22}{'s':>8}" for name, _ in proof.steps))
+    lines.append(f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}{'minima: rows':>18}{'s':>8}"
+                 f"{'raises':>8}{'rows':>14}{'s':>8}")
     for e in dict.fromkeys(e for _, stats in proof.steps for e in stats):
         low = energy_text(proof.minima[e]) if e in proof.minima else "-"
         budget = energy_text(proof.budgets[e]) if e in proof.budgets else "-"
         line = f"    {e:<14}{low:>12}{budget:>12}"
-        for _, stats in proof.steps:
-            st = stats.get(e)
-            line += (f"{st.tile_shapes:>22,}{st.seconds:>8.2f}" + ("" if st.complete else " (time limit)")
-                     if st else f"{'-':>22}{'-':>8}")
-        lines.append(line)
+        first = proof.steps[0][1].get(e) if proof.steps else None
+        line += f"{first.tile_shapes:>18,}{first.seconds:>8.2f}" if first else f"{'-':>18}{'-':>8}"
+        mine = [stats[e] for _, stats in raises if e in stats]
+        line += (f"{len(mine):>8}{sum(s.tile_shapes for s in mine):>14,}{sum(s.seconds for s in mine):>8.2f}"
+                 if mine else f"{'-':>8}{'-':>14}{'-':>8}")
+        cut = [s for s in ([first] if first else []) + mine if not s.complete]
+        lines.append(line + (" (time limit)" if cut else ""))
     return lines
 
 

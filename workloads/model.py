@@ -112,6 +112,12 @@ class Workload:
         return (Workload, (self.name, self.einsums, dict(self.tensors), dict(self.rank_sizes),
                            dict(self.variables), self.source))
 
+    def restricted(self, names) -> Workload:
+        """The sub-workload of the Einsums in `names` (in this workload's order): a tensor
+        is shared there only if two of them use it."""
+        return Workload(self.name, tuple(e for e in self.einsums if e.name in names), dict(self.tensors),
+                        dict(self.rank_sizes), dict(self.variables), self.source)
+
     def einsum(self, name: str) -> Einsum:
         for e in self.einsums:
             if e.name == name:

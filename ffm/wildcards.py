@@ -1,0 +1,142 @@
+"""The wildcard bound: a lower bound on the energy optimum from tables complete within
+budgets, and which budgets to raise to lift it (docs/mapper.md, "Energy proof").
+
+Each Einsum e has a table complete within a budget b_e: every pmapping of energy at most
+b_e is in it, or one that dominates it within its compatibility group (a budgeted prefix
+search's frontier). Take any valid mapping M and let W (the wildcards) be the Einsums
+whose pmapping in M costs more than its budget. Every other Einsum's pmapping is in its
+table or dominated there, so for each part C of the rest (Einsums linked by tensors they
+share), M restricted to C is a valid mapping of the sub-workload C, and the join over C's
+tables finds one at most as costly: J(C), with compatibility keys cut to the tensors C
+shares (the join checks fewer tensors, loops and live tiles there than in the whole
+workload, never more). So
+
+    energy(M) >= min over W of  sum_{e in W} b_e + sum over parts C of (all but W) of J(C).
+
+The term without wildcards is the join over all tables: a real mapping. When it is the
+least term it is the optimum. Otherwise the least term's wildcards are the Einsums
+whose budgets must rise before the bound can: their searches have not yet seen the
+pmappings a better mapping would need.
+
+Terms are visited in increasing order of their base (sum of the minima, plus b_e - min_e
+per wildcard), which each term's value is at least: once a base reaches the least value
+found (or a ceiling, the best mapping known), no later term can be lower.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from arch.model import Arch
+from ffm.search import SearchResult, search
+from workloads.model import Workload
+
+MAX_TERMS = 1 << 14  # terms examined per bound; past them the next base bounds the rest
+
+
+@dataclass(frozen=True)
+class Bound:
+    """`lower`: at most the energy of every valid mapping. `wildcards`: the least term's
+    wildcards (empty: the join over all tables is the least term, so `full` is the
+    optimum when `lower` equals it). `term`: the least term's value. `full`: the join
+    over all tables (its energy, or inf), `evaluated` the parts it evaluated (joins, minima)."""
+    lower: float
+    wildcards: tuple[str, ...]
+    term: float
+    full: SearchResult | None
+    evaluated: int
+
+
+def parts(workload: Workload, einsums) -> list[frozenset[str]]:
+    """The Einsums of `einsums` grouped into parts linked by tensors they share."""
+    left, out = set(einsums), []
+    while left:
+        todo = [left.pop()]
+        part = set(todo)
+        while todo:
+            e = todo.pop()
+            for t in workload.einsum(e).tensors:
+                for other in workload.users(t):
+                    if other in left:
+                        left.discard(other)
+                        part.add(other)
+                        todo.append(other)
+        out.append(frozenset(part))
+    return out
+
+
+def cut_keys(table: pd.DataFrame, sub: Workload) -> pd.DataFrame:
+    """`table` with its compatibility keys cut to the tensors `sub` shares."""
+    return table.assign(compat=[(tuple((t, c) for t, c in key[0] if sub.is_shared(t)), key[1])
+                                for key in table["compat"]])
+
+
+class WildcardBound:
+    """The wildcard bound of `workload` (module docstring), remembering each part's join
+    until `forget` says one of its Einsums' tables changed."""
+
+    def __init__(self, workload: Workload, arch: Arch,
+                 join: Callable[[dict[str, pd.DataFrame], Workload], SearchResult] | None = None):
+        self.w, self.a = workload, arch
+        self._join = join or (lambda tables, sub: search(tables, sub, arch, "energy", epsilon=0.0, scout=0))
+        self._parts: dict[frozenset, tuple[float, SearchResult | None]] = {}
+
+    def forget(self, einsum: str) -> None:
+        """`einsum`'s table changed: the joins of the parts holding it no longer hold."""
+        self._parts = {c: v for c, v in self._parts.items() if einsum not in c}
+
+    def _part(self, part: frozenset, tables: dict[str, pd.DataFrame]) -> float:
+        if part not in self._parts:
+            if any(tables[e].empty for e in part):
+                self._parts[part] = (math.inf, None)
+            elif len(part) == 1:
+                (e,) = part
+                self._parts[part] = (float(tables[e]["energy"].min()), None)
+            else:
+                whole = len(part) == len(self.w.einsum_names)
+                sub = self.w if whole else self.w.restricted(part)
+                found = self._join({e: tables[e] if whole else cut_keys(tables[e], sub) for e in sub.einsum_names},
+                                   sub)
+                energy = float(found.best["energy"].iloc[0]) if not found.best.empty else math.inf
+                self._parts[part] = (energy, found if whole else None)
+        return self._parts[part][0]
+
+    def bound(self, tables: dict[str, pd.DataFrame], budgets: dict[str, float],
+              ceiling: float = math.inf) -> Bound:
+        """The bound for `tables` (each complete within `budgets[e]`, pJ); terms at or
+        above `ceiling` (a valid mapping's energy) are not looked into."""
+        order = tuple(self.w.einsum_names)
+        least = {e: float(tables[e]["energy"].min()) if len(tables[e]) else budgets[e] for e in order}
+        extra = sorted((max(budgets[e] - least[e], 0.0), e) for e in order)  # what a wildcard adds to the base
+        base0 = sum(least.values())
+        joins_before = len(self._parts)
+        best, best_w = math.inf, None
+        heap = [(base0, -1, ())]
+        lower, terms = None, 0
+        while heap:
+            base, last, chosen = heapq.heappop(heap)
+            if base >= min(best, ceiling) or terms >= MAX_TERMS:
+                lower = min(best, base)
+                break
+            terms += 1
+            if last + 1 < len(extra):  # the next sets, each visited once: add the next, or swap the last for it
+                heapq.heappush(heap, (base + extra[last + 1][0], last + 1, chosen + (last + 1,)))
+                if chosen:
+                    heapq.heappush(heap, (base - extra[last][0] + extra[last + 1][0], last + 1,
+                                          chosen[:-1] + (last + 1,)))
+            wild = {extra[i][1] for i in chosen}
+            value = sum(budgets[e] for e in wild)
+            for part in parts(self.w, [e for e in order if e not in wild]):
+                value += self._part(part, tables)
+                if value >= best:
+                    break
+            if value < best:
+                best, best_w = value, tuple(e for e in order if e in wild)
+        if lower is None:
+            lower = best
+        full = self._parts.get(frozenset(order), (math.inf, None))[1]
+        return Bound(lower, best_w or (), best, full, len(self._parts) - joins_before)
