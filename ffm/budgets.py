@@ -142,7 +142,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     # step 2: raise the budgets the wildcard bound points at until it reaches U
     tables = dict(res)
     budgets = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
-    wild = WildcardBound(workload, arch)
+    wild = WildcardBound(workload, arch, progress=progress)
     deadline = None if time_limit is None else time.perf_counter() + len(order) * time_limit
     while True:
         b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)

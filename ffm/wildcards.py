@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import pandas as pd
+from tqdm import tqdm
 
 from arch.model import Arch
 from ffm.search import SearchResult, search
@@ -52,19 +53,19 @@ class Bound:
 
 
 def parts(workload: Workload, einsums) -> list[frozenset[str]]:
-    """The Einsums of `einsums` grouped into parts linked by tensors they share."""
-    left, out = set(einsums), []
+    """The Einsums of `einsums` grouped into parts linked by tensors they share, in
+    workload order (so sums over parts add in the same order every run)."""
+    left = [e for e in workload.einsum_names if e in set(einsums)]
+    out = []
     while left:
-        todo = [left.pop()]
-        part = set(todo)
+        part, todo = {left[0]}, [left[0]]
         while todo:
-            e = todo.pop()
-            for t in workload.einsum(e).tensors:
+            for t in workload.einsum(todo.pop()).tensors:
                 for other in workload.users(t):
-                    if other in left:
-                        left.discard(other)
+                    if other in left and other not in part:
                         part.add(other)
                         todo.append(other)
+        left = [e for e in left if e not in part]
         out.append(frozenset(part))
     return out
 
@@ -80,8 +81,9 @@ class WildcardBound:
     until `forget` says one of its Einsums' tables changed."""
 
     def __init__(self, workload: Workload, arch: Arch,
-                 join: Callable[[dict[str, pd.DataFrame], Workload], SearchResult] | None = None):
-        self.w, self.a = workload, arch
+                 join: Callable[[dict[str, pd.DataFrame], Workload], SearchResult] | None = None,
+                 progress: bool = False):
+        self.w, self.a, self.progress = workload, arch, progress
         self._join = join or (lambda tables, sub: search(tables, sub, arch, "energy", epsilon=0.0, scout=0))
         self._parts: dict[frozenset, tuple[float, SearchResult | None]] = {}
 
@@ -89,8 +91,9 @@ class WildcardBound:
         """`einsum`'s table changed: the joins of the parts holding it no longer hold."""
         self._parts = {c: v for c, v in self._parts.items() if einsum not in c}
 
-    def _part(self, part: frozenset, tables: dict[str, pd.DataFrame]) -> float:
+    def _part(self, part: frozenset, tables: dict[str, pd.DataFrame], bar: tqdm) -> float:
         if part not in self._parts:
+            bar.update()
             if any(tables[e].empty for e in part):
                 self._parts[part] = (math.inf, None)
             elif len(part) == 1:
@@ -117,6 +120,7 @@ class WildcardBound:
         best, best_w = math.inf, None
         heap = [(base0, -1, ())]
         lower, terms = None, 0
+        bar = tqdm(desc="proof: wildcard bound", unit="part", disable=not self.progress)
         while heap:
             base, last, chosen = heapq.heappop(heap)
             if base >= min(best, ceiling) or terms >= MAX_TERMS:
@@ -129,13 +133,14 @@ class WildcardBound:
                     heapq.heappush(heap, (base - extra[last][0] + extra[last + 1][0], last + 1,
                                           chosen[:-1] + (last + 1,)))
             wild = {extra[i][1] for i in chosen}
-            value = sum(budgets[e] for e in wild)
+            value = sum(budgets[e] for e in order if e in wild)
             for part in parts(self.w, [e for e in order if e not in wild]):
-                value += self._part(part, tables)
+                value += self._part(part, tables, bar)
                 if value >= best:
                     break
             if value < best:
                 best, best_w = value, tuple(e for e in order if e in wild)
+        bar.close()
         if lower is None:
             lower = best
         full = self._parts.get(frozenset(order), (math.inf, None))[1]
