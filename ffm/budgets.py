@@ -50,6 +50,7 @@ from workloads.model import Workload
 RTOL = 1e-9  # budgets equal up to summation order
 MIN_RAISE = 0.01  # a raised budget grows by at least this share (`raise_step`) ...
 MAX_RAISE = 0.05  # ... and at most this one: QK at batch 1 takes 30 s within 1.14x its minimum, 120 s within 1.26x
+RAISE_ROWS = 1 << 21  # a raise's search stops once this many partial rows wait (about 1 GB at batch 1)
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,9 @@ class Proof:
     lower) and `lower` a lower bound on the optimum, so the best found is within
     bound / lower of it; `minima` (per Einsum, pJ) holds the exact minima found, `budgets`
     the budgets step 2 reached (set once every minimum is known); `incomplete` names the
-    Einsums whose search hit the time limit (or whose raise did not start: the step's
-    time was up); `steps` holds each step run as (name, {einsum: Stats})."""
+    Einsums whose search was cut short (its time limit, or RAISE_ROWS for a raise) or
+    whose raise did not start (the step's time was up); `steps` holds each step run as
+    (name, {einsum: Stats})."""
     bound: float
     lower: float = 0.0  # a lower bound on the optimum: each Einsum's minimum where known, else a bound on it
     minima: dict[str, float] = field(default_factory=dict)
@@ -107,10 +109,11 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     steps = []
     join_tables = join_tables or (lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known))
 
-    def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False, einsums: tuple = order):
+    def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False, einsums: tuple = order,
+            max_rows: int | None = None):
         res = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
                            time_limit=time_limit, budgets=budgets, stop_when_incomplete=stop, desc=f"proof: {name}",
-                           rising=rising, einsums=einsums)
+                           rising=rising, einsums=einsums, max_rows=max_rows)
         steps.append((name, {e: r[2] for e, r in res.items()}))
         return res, tuple(e for e in einsums if e not in res or not res[e][2].complete)
 
@@ -156,7 +159,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
             return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets,
                                                   incomplete=b.wildcards or order)
         raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term) for e in b.wildcards}
-        got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards)
+        got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=RAISE_ROWS)
         if incomplete:
             return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, incomplete=incomplete)
         for e in b.wildcards:

@@ -98,8 +98,8 @@ def proof_lines(proof: Proof) -> list[str]:
                 f"mapping is better.")
     else:
         skipped = [e for e in proof.incomplete if e not in proof.timed_out]
-        what = (f"The budgeted search of {', '.join(proof.timed_out)} hit the time limit" if proof.timed_out
-                else "The raises ran out of time")
+        what = (f"The budgeted search of {', '.join(proof.timed_out)} was cut short (its time limit, or a raise's "
+                f"limit on waiting rows)" if proof.timed_out else "The raises ran out of time")
         basis = ("the wildcard bound over the tables complete within the budgets reached" if proof.budgets else
                  "the sum of each Einsum's minimum where found, else a lower bound on it")
         head = (f"  Energy proof: incomplete. {what}"
@@ -125,7 +125,7 @@ def proof_lines(proof: Proof) -> list[str]:
         line += (f"{len(mine):>8}{sum(s.tile_shapes for s in mine):>14,}{sum(s.seconds for s in mine):>8.2f}"
                  if mine else f"{'-':>8}{'-':>14}{'-':>8}")
         cut = [s for s in ([first] if first else []) + mine if not s.complete]
-        lines.append(line + (" (time limit)" if cut else ""))
+        lines.append(line + (" (cut short)" if cut else ""))
     return lines
 
 

@@ -44,7 +44,8 @@ class Bound:
     """`lower`: at most the energy of every valid mapping. `wildcards`: the least term's
     wildcards (empty: the join over all tables is the least term, so `full` is the
     optimum when `lower` equals it). `term`: the least term's value. `full`: the join
-    over all tables (its energy, or inf), `evaluated` the parts it evaluated (joins, minima)."""
+    over all tables (None if no term needed it). `evaluated`: the parts whose join (or,
+    for one Einsum, least energy) this bound computed."""
     lower: float
     wildcards: tuple[str, ...]
     term: float
@@ -116,7 +117,7 @@ class WildcardBound:
         least = {e: float(tables[e]["energy"].min()) if len(tables[e]) else budgets[e] for e in order}
         extra = sorted((max(budgets[e] - least[e], 0.0), e) for e in order)  # what a wildcard adds to the base
         base0 = sum(least.values())
-        joins_before = len(self._parts)
+        known = len(self._parts)
         best, best_w = math.inf, None
         heap = [(base0, -1, ())]
         lower, terms = None, 0
@@ -144,4 +145,4 @@ class WildcardBound:
         if lower is None:
             lower = best
         full = self._parts.get(frozenset(order), (math.inf, None))[1]
-        return Bound(lower, best_w or (), best, full, len(self._parts) - joins_before)
+        return Bound(lower, best_w or (), best, full, len(self._parts) - known)

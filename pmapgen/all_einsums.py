@@ -79,19 +79,20 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
 
 
 def _job(args):
-    einsum, workload, arch, constraints, objectives, time_limit, budget, rising = args
+    einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows = args
     if budget is not None and rising:
         return einsum, generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit)
     if budget is None:
         return einsum, generate(einsum, workload, arch, constraints, objectives, time_limit)
-    return einsum, generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget)
+    return einsum, generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
 
 
 def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None = None,
                  objectives=OBJECTIVES, workers: int | None = None, progress: bool = True,
                  time_limit: float | None = None, budgets: dict[str, float] | None = None,
                  stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False,
-                 einsums: tuple[str, ...] | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+                 einsums: tuple[str, ...] | None = None,
+                 max_rows: int | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
     `time_limit` (seconds per Einsum) makes an Einsum's enumeration stop early; its
@@ -103,7 +104,9 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     callers that need every Einsum complete); jobs then run largest Einsum first.
     `rising` makes the budgets ceilings: each Einsum's search starts at its energy floor
     and rises until it keeps a pmapping (`generate_by_rising_budgets`). `einsums` limits
-    the run (and the result) to those Einsums.
+    the run (and the result) to those Einsums. `max_rows` stops a budgeted (not rising)
+    search, as the time limit does, once more partial rows than that wait at once (its
+    memory; `generate_by_prefixes`).
     """
     constraints = constraints or {}
     budgets = budgets or {}
@@ -118,7 +121,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         unique.sort(key=lambda e: -math.prod(workload.rank_sizes[r] for r in workload.einsum(e).rank_variables))
     budget = {rep: max((budgets[e] for e in names if same_as[e] == rep and e in budgets),
                        default=None) for rep in unique}
-    jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising) for e in unique]
+    jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows)
+            for e in unique]
     workers = workers or min(len(jobs), os.cpu_count() or 1)
     results = {}
     bar = tqdm(total=len(jobs), desc=desc, unit="einsum", disable=not progress)

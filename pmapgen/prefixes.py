@@ -98,8 +98,10 @@ class _Search:
     """One Einsum on one compute unit."""
 
     def __init__(self, einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints,
-                 objectives=("energy", "latency"), budget: float | None = None):
+                 objectives=("energy", "latency"), budget: float | None = None, max_rows: int | None = None):
         self.w, self.a, self.unit = workload, arch, unit
+        self.max_rows = max_rows  # stop (incomplete) once more partial rows than this wait at once
+        self.waiting_rows = 0
         self.budget = budget  # drop rows whose every completion exceeds this energy (pmapgen.bounds)
         self.latency = "latency" in objectives  # port times are criteria only if latency is
         self.e = workload.einsum(einsum)
@@ -164,6 +166,8 @@ class _Search:
             for key in self.by_progress.pop(min(self.by_progress)):
                 if deadline is not None and time.perf_counter() > deadline:
                     return False
+                if self.max_rows is not None and self.waiting_rows > self.max_rows:
+                    return False
                 self._process(key)
         return True
 
@@ -211,8 +215,10 @@ class _Search:
         waiting.batches.append((parent, move))
         cols = {**cols, "batch": np.full(n, len(waiting.batches) - 1, np.int64), "tiles": tiles}
         waiting.parts.append(self._prune(key, cols))
-        if len(waiting.parts) > 1 and sum(len(p["batch"]) for p in waiting.parts) > MERGE_ROWS:
+        self.waiting_rows += len(waiting.parts[-1]["batch"])
+        if len(waiting.parts) > 1 and (held := sum(len(p["batch"]) for p in waiting.parts)) > MERGE_ROWS:
             waiting.parts = [self._prune(key, _concat(waiting.parts))]
+            self.waiting_rows += len(waiting.parts[0]["batch"]) - held
 
     def _may_fit(self, fused: tuple, depth_f: int | None) -> bool:
         """Whether a fused structure may still end with the fixed key and c_T (cached)."""
@@ -262,6 +268,7 @@ class _Search:
     def _process(self, key: Key) -> None:
         """Merge the rows that reached `key`, keep the frontier, and extend it by every move."""
         waiting = self.incoming.pop(key)
+        self.waiting_rows -= sum(len(p["batch"]) for p in waiting.parts)
         self.stats.prefixes += 1
         cols = self._prune(key, _concat(waiting.parts)) if len(waiting.parts) > 1 else waiting.parts[0]
         n = len(cols["batch"])
@@ -690,7 +697,7 @@ def _bounds(extent: int, allowed: tuple | None) -> tuple[int, ...]:
 
 def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
                          objectives=("energy", "latency"), time_limit: float | None = None,
-                         budget: float | None = None):
+                         budget: float | None = None, max_rows: int | None = None):
     """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search.
 
     Stats count structural prefixes processed (as `templates`) and partial rows built (as
@@ -699,7 +706,9 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     only once whole pmappings are reached. `budget` (pJ) keeps only pmappings of at most
     that energy, and prunes partial ones whose every completion exceeds it
     (`pmapgen.bounds`): the frontier of those within the budget. With a budget, `Stats.lower_bound` is at most every pmapping's energy, complete or not
-    (`_Search.lower_bound`)."""
+    (`_Search.lower_bound`). `max_rows` stops the search like the time limit once more
+    partial rows than that wait at once: they are most of its memory (about 48 columns of
+    8 bytes each at batch 1)."""
     from pmapgen.generate import result, template_rows
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
@@ -709,7 +718,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
         if not complete:  # not started: its first rows' floors bound it
             low = min(low, _first_floor(einsum, workload, arch, unit.name, constraints))
             continue
-        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget)
+        search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
         complete = search.run(deadline) and complete
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         if budget is not None:

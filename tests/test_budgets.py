@@ -130,3 +130,19 @@ def test_parts_are_the_einsums_linked_by_shared_tensors():
     got = parts(w, [e for e in w.einsum_names if e != "Z"])
     assert set(got) == {frozenset({"FFA", "FFB"}), frozenset({"I", "V", "K", "Q", "QK", "QK_softmax", "AV"})}
     assert set(parts(w, ["QK", "AV", "FFB"])) == {frozenset({"QK"}), frozenset({"AV"}), frozenset({"FFB"})}
+
+
+def test_a_search_stopped_by_its_row_limit_is_incomplete_and_still_bounds_the_minimum():
+    """`max_rows` stops a budgeted search as its time limit would: nothing kept, marked
+    incomplete, and its lower bound at most the Einsum's least energy."""
+    import arch as arch_specs
+    import workloads
+    from pmapgen.prefixes import generate_by_prefixes
+    w = workloads.load("matmul_chain", length=2, M=64, big=128, small=64)
+    a = arch_specs.load("simple")
+    e = w.einsum_names[0]
+    whole, _, full = generate_by_prefixes(e, w, a, objectives=("energy",), budget=math.inf)
+    assert full.complete and len(whole)
+    cut, _, stopped = generate_by_prefixes(e, w, a, objectives=("energy",), budget=math.inf, max_rows=0)
+    assert not stopped.complete and cut.empty
+    assert stopped.lower_bound <= whole["energy"].min() * (1 + RTOL)
