@@ -86,6 +86,16 @@ def _concat(parts: list[dict]) -> dict:
     return out
 
 
+def _compact(cols: dict) -> dict:
+    """A waiting part with each column that is equal on every row held as one value,
+    broadcast (read-only, no memory per row): at batch 1 about half a part's columns are
+    (reservations of levels not yet reached, a tensor's fills above its backing, ...)."""
+    for c, v in cols.items():
+        if v.ndim == 1 and len(v) > 1 and v.strides[0] and (v == v[0]).all():
+            cols[c] = np.broadcast_to(v[:1].copy(), v.shape)
+    return cols
+
+
 @dataclass
 class Stats:
     prefixes: int = 0  # structural prefixes processed
@@ -214,10 +224,10 @@ class _Search:
         waiting = self.incoming[key]
         waiting.batches.append((parent, move))
         cols = {**cols, "batch": np.full(n, len(waiting.batches) - 1, np.int64), "tiles": tiles}
-        waiting.parts.append(self._prune(key, cols))
+        waiting.parts.append(_compact(self._prune(key, cols)))
         self.waiting_rows += len(waiting.parts[-1]["batch"])
         if len(waiting.parts) > 1 and (held := sum(len(p["batch"]) for p in waiting.parts)) > MERGE_ROWS:
-            waiting.parts = [self._prune(key, _concat(waiting.parts))]
+            waiting.parts = [_compact(self._prune(key, _concat(waiting.parts)))]
             self.waiting_rows += len(waiting.parts[0]["batch"]) - held
 
     def _may_fit(self, fused: tuple, depth_f: int | None) -> bool:
@@ -707,8 +717,8 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     that energy, and prunes partial ones whose every completion exceeds it
     (`pmapgen.bounds`): the frontier of those within the budget. With a budget, `Stats.lower_bound` is at most every pmapping's energy, complete or not
     (`_Search.lower_bound`). `max_rows` stops the search like the time limit once more
-    partial rows than that wait at once: they are most of its memory (about 48 columns of
-    8 bytes each at batch 1)."""
+    partial rows than that wait at once: they are most of its memory (at batch 1, 48
+    columns, about half of them held as one value per part: `_compact`)."""
     from pmapgen.generate import result, template_rows
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
