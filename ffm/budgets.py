@@ -50,7 +50,7 @@ from workloads.model import Workload
 RTOL = 1e-9  # budgets equal up to summation order
 MIN_RAISE = 0.01  # a raised budget grows by at least this share (`raise_step`) ...
 MAX_RAISE = 0.05  # ... and at most this one: QK at batch 1 takes 30 s within 1.14x its minimum, 120 s within 1.26x
-RAISE_ROWS = 1 << 21  # a raise's search stops once this many partial rows wait (about 1 GB at batch 1)
+RAISE_ROWS = 1 << 22  # a raise's search stops once this many partial rows wait (about 1 GB at batch 1)
 
 
 @dataclass(frozen=True)

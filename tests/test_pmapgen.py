@@ -16,7 +16,7 @@ from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, prune_acr
                               rebuild, template_rows, to_frame)
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
-from pmapgen.prefixes import energy_lower_bound, generate_by_prefixes
+from pmapgen.prefixes import _compact, energy_lower_bound, generate_by_prefixes
 from pmapgen.templates import Template, templates
 from pmapgen.tiles import tile_shape_chunks
 from tests.oracle import all_pmappings
@@ -230,6 +230,21 @@ def test_rising_budgets_find_the_minimum(problem, quantile):
         assert stats.lower_bound == pytest.approx(float(full["energy"].min()), rel=1e-9), e
         within = full[full["energy"] <= stats.budget * (1 + 1e-9)]
         assert frontier(table, ("energy",)) == frontier(within, ("energy",)), e
+
+
+def test_a_waiting_part_holds_a_constant_column_once_with_the_same_values():
+    """`_compact`: a column equal on every row becomes one broadcast value (no memory per
+    row, read-only); the others, short ones and 2-D tiles are kept as they are."""
+    part = {"a": np.full(1000, 7.5), "b": np.arange(1000.0), "one": np.array([3]), "tiles": np.zeros((1000, 2), np.int64)}
+    before = {c: v.copy() for c, v in part.items()}
+    out = _compact(part)
+    assert out["a"].strides == (0,) and out["a"].base.size == 1
+    assert out["b"] is part["b"] and out["b"].strides[0] != 0 and out["tiles"].strides[0] != 0
+    for c, v in before.items():
+        assert np.array_equal(out[c], v) and out[c].dtype == v.dtype
+    assert np.array_equal(out["a"][[1, 5]], [7.5, 7.5]) and out["a"][[1, 5]].flags.writeable
+    with pytest.raises(ValueError):
+        out["a"][0] = 1.0
 
 
 @settings(max_examples=10, **SETTINGS)
