@@ -114,7 +114,10 @@ class WildcardBound:
         """The bound for `tables` (each complete within `budgets[e]`, pJ); terms at or
         above `ceiling` (a valid mapping's energy) are not looked into."""
         order = tuple(self.w.einsum_names)
-        least = {e: float(tables[e]["energy"].min()) if len(tables[e]) else budgets[e] for e in order}
+        # a table may also hold rows above its budget; a wildcard counts at the budget, so
+        # the base may count an Einsum at no more than that
+        least = {e: min(float(tables[e]["energy"].min()), budgets[e]) if len(tables[e]) else budgets[e]
+                 for e in order}
         extra = sorted((max(budgets[e] - least[e], 0.0), e) for e in order)  # what a wildcard adds to the base
         base0 = sum(least.values())
         known = len(self._parts)
