@@ -12,6 +12,10 @@ within F x E (`pmapgen.bounds`; the table then holds the frontier under that bud
 `--rising` makes F x E a ceiling: budgets rise from the Einsum's energy floor by 10% until
 one keeps a pmapping (`generate_by_rising_budgets`); the status then gives the minimum
 found (or the lower bound proven when the time limit stops it) and the final budget.
+`--budget-mj B` gives the prefix search a fixed budget of B mJ instead (no enumeration
+first): e.g. the energy proof's raises, whose memory is the partial rows waiting at once,
+`--prefixes --budget-mj 3.33 --objectives energy --shapes 0 --einsums QK --time-limit 45`
+(QK at 1.26 times its minimum, docs/pmapgen.md, "Waiting rows' constant columns").
 
 Each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
@@ -46,6 +50,7 @@ def main() -> None:
     parser.add_argument("--prefixes", action="store_true", help="run the exact prefix search")
     parser.add_argument("--budget-factor", type=float, help="with --prefixes: energy budget, times the enumeration's best")
     parser.add_argument("--rising", action="store_true", help="with --budget-factor: budgets rise from the floor")
+    parser.add_argument("--budget-mj", type=float, help="with --prefixes: a fixed energy budget in mJ")
     parser.add_argument("--objectives", default="energy,latency", help="comma-separated (default energy,latency)")
     args = parser.parse_args()
     objectives = tuple(args.objectives.split(","))
@@ -59,6 +64,8 @@ def main() -> None:
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:
             budget = note = None
+            if args.prefixes and args.budget_mj is not None:
+                budget, note = args.budget_mj * 1e9, f"budget {args.budget_mj:g} mJ"
             if args.prefixes and args.budget_factor is not None:
                 table, _, _ = generate(e, w, a, objectives=objectives, time_limit=args.time_limit)
                 if len(table):  # (nothing found: no budget)

@@ -75,6 +75,7 @@ class _Waiting:
 
 
 MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
+COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its checks would cost more than they save)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 GROWTH = 1.1  # a rising budget's next value over its last (generate_by_rising_budgets)
 
@@ -90,8 +91,10 @@ def _compact(cols: dict) -> dict:
     """A waiting part with each column that is equal on every row held as one value,
     broadcast (read-only, no memory per row): at batch 1 about half a part's columns are
     (reservations of levels not yet reached, a tensor's fills above its backing, ...)."""
+    if len(cols["tiles"]) < COMPACT_ROWS:
+        return cols
     for c, v in cols.items():
-        if v.ndim == 1 and len(v) > 1 and v.strides[0] and (v == v[0]).all():
+        if v.ndim == 1 and v.strides[0] and (v == v[0]).all():
             cols[c] = np.broadcast_to(v[:1].copy(), v.shape)
     return cols
 

@@ -16,7 +16,7 @@ from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, prune_acr
                               rebuild, template_rows, to_frame)
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
-from pmapgen.prefixes import _compact, energy_lower_bound, generate_by_prefixes
+from pmapgen.prefixes import COMPACT_ROWS, _compact, energy_lower_bound, generate_by_prefixes
 from pmapgen.templates import Template, templates
 from pmapgen.tiles import tile_shape_chunks
 from tests.oracle import all_pmappings
@@ -234,8 +234,10 @@ def test_rising_budgets_find_the_minimum(problem, quantile):
 
 def test_a_waiting_part_holds_a_constant_column_once_with_the_same_values():
     """`_compact`: a column equal on every row becomes one broadcast value (no memory per
-    row, read-only); the others, short ones and 2-D tiles are kept as they are."""
-    part = {"a": np.full(1000, 7.5), "b": np.arange(1000.0), "one": np.array([3]), "tiles": np.zeros((1000, 2), np.int64)}
+    row, read-only); the others and 2-D tiles are kept as they are, and so is a small part."""
+    small = {"a": np.full(COMPACT_ROWS - 1, 7.5), "tiles": np.zeros((COMPACT_ROWS - 1, 0), np.int64)}
+    assert _compact(dict(small))["a"].strides[0] != 0
+    part = {"a": np.full(1000, 7.5), "b": np.arange(1000.0), "tiles": np.zeros((1000, 2), np.int64)}
     before = {c: v.copy() for c, v in part.items()}
     out = _compact(part)
     assert out["a"].strides == (0,) and out["a"].base.size == 1
