@@ -1,6 +1,8 @@
 """pmapgen keeps everything that could be optimal: every legal pmapping found by brute
 force is weakly dominated by a pmapgen row with the same compatibility key, and every
 pmapgen row rebuilds to a legal pmapping whose evaluation equals the row."""
+from unittest import mock
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -16,6 +18,7 @@ from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, prune_acr
                               rebuild, template_rows, to_frame)
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
+import pmapgen.prefixes as prefixes
 from pmapgen.prefixes import COMPACT_ROWS, _compact, energy_lower_bound, generate_by_prefixes
 from pmapgen.templates import Template, templates
 from pmapgen.tiles import tile_shape_chunks
@@ -112,6 +115,15 @@ def test_prefix_search_equals_template_enumeration(problem):
     """Pruning partial pmappings loses nothing: per compatibility group, the prefix search
     keeps exactly the frontier that evaluating every template's every tile shape keeps."""
     same_frontiers(*problem)
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(small_problems(max_levels=2))
+def test_prefix_search_with_every_waiting_part_compacted_equals_template_enumeration(problem):
+    """Small problems' waiting parts stay under COMPACT_ROWS; with the threshold at 2,
+    every part's constant columns are held once (read-only), and the frontiers are the same."""
+    with mock.patch.object(prefixes, "COMPACT_ROWS", 2):
+        same_frontiers(*problem)
 
 
 @settings(max_examples=10, **SETTINGS)
