@@ -81,7 +81,7 @@ def main() -> None:
                                                 budget=budget)
             else:
                 _, _, st = generate(e, w, a, objectives=objectives, time_limit=args.time_limit)
-            status = "complete" if st.complete else "INCOMPLETE (time limit)"
+            status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by})"
             print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{peak_mib():>10.0f}  "
                   f"{status}{'; ' + note if note else ''}", flush=True)
         print(f"total wall {time.perf_counter() - total:.1f} s")

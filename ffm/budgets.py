@@ -76,9 +76,9 @@ class Proof:
         return bool(self.budgets) and not self.incomplete
 
     @property
-    def timed_out(self) -> tuple[str, ...]:
-        """The Einsums whose budgeted search hit the time limit (the rest of `incomplete`
-        did not start)."""
+    def cut_short(self) -> tuple[str, ...]:
+        """The Einsums whose last budgeted search a limit stopped (its `Stats.stopped_by`;
+        the rest of `incomplete` did not start)."""
         last = self.steps[-1][1] if self.steps else {}
         return tuple(e for e in self.incomplete if e in last and not last[e].complete)
 

@@ -32,7 +32,7 @@ def statistics_text(stats: MapStats) -> str:
     kept_after = dict(stats.join_steps)
     for e, s in stats.pmapgen.items():
         joined = f"{kept_after[e]:,}" if e in kept_after else "-"
-        note = "" if s.complete else "  (time limit: not exhaustive)"  # the proof may still complete
+        note = "" if s.complete else f"  ({s.stopped_by}: not exhaustive)"  # the proof may still complete
         lines.append(f"  {e:<14}{s.templates:>11,}{s.tile_shapes:>13,}{s.kept:>16,}{s.seconds:>9.2f}"
                      f"{joined:>17}{note}")
     lines.append("  time: " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in stats.seconds.items()))
@@ -97,9 +97,11 @@ def proof_lines(proof: Proof) -> list[str]:
                 f"{energy_text(proof.bound)}, after {len(raises)} raise{'s' * (len(raises) != 1)} of budgets: no "
                 f"mapping is better.")
     else:
-        skipped = [e for e in proof.incomplete if e not in proof.timed_out]
-        what = (f"The budgeted search of {', '.join(proof.timed_out)} was cut short (its time limit, or a raise's "
-                f"limit on waiting rows)" if proof.timed_out else "The raises ran out of time")
+        skipped = [e for e in proof.incomplete if e not in proof.cut_short]
+        last = proof.steps[-1][1] if proof.steps else {}
+        what = ("The budgeted search of " + ", ".join(f"{e} was cut short by its {last[e].stopped_by}"
+                                                      for e in proof.cut_short)
+                if proof.cut_short else "The raises ran out of time")
         basis = ("the wildcard bound over the tables complete within the budgets reached" if proof.budgets else
                  "the sum of each Einsum's minimum where found, else a lower bound on it")
         head = (f"  Energy proof: incomplete. {what}"
@@ -124,8 +126,8 @@ def proof_lines(proof: Proof) -> list[str]:
         mine = [stats[e] for _, stats in raises if e in stats]
         line += (f"{len(mine):>8}{sum(s.tile_shapes for s in mine):>14,}{sum(s.seconds for s in mine):>8.2f}"
                  if mine else f"{'-':>8}{'-':>14}{'-':>8}")
-        cut = [s for s in ([first] if first else []) + mine if not s.complete]
-        lines.append(line + (" (cut short)" if cut else ""))
+        cut = dict.fromkeys(s.stopped_by for s in ([first] if first else []) + mine if not s.complete)
+        lines.append(line + (f" (cut short: {', '.join(cut)})" if cut else ""))
     return lines
 
 

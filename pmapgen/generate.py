@@ -35,6 +35,7 @@ from pmapgen.tiles import tile_shape_chunks
 from workloads.model import Workload
 
 OBJECTIVES = ("energy", "latency")
+TIME_LIMIT, ROW_LIMIT = "time limit", "row limit"  # what may cut a search short (`Stats.stopped_by`)
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,11 @@ class Stats:
     templates: int
     tile_shapes: int
     kept: int
-    complete: bool = True  # False: a time limit stopped the enumeration (result not exhaustive)
+    complete: bool = True  # False: a limit stopped the enumeration (result not exhaustive)
     seconds: float = 0.0
     lower_bound: float = 0.0  # pJ, at most every pmapping's energy (a budgeted search's; else 0)
     budget: float | None = None  # pJ: the table is the frontier of the pmappings within it (a budgeted search)
+    stopped_by: str = ""  # which limit made `complete` False: TIME_LIMIT or ROW_LIMIT
 
 
 def _fused_structure(template: Template, workload: Workload, arch: Arch):
@@ -220,11 +222,11 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
     kept: list[Rows] = []
     n_templates = n_shapes = 0
     start = time.perf_counter()
-    complete = True
+    stopped_by = ""
     for unit in arch.computes_for(e):
         for template in templates(e, workload, arch, unit.name, constraints):
             if time_limit is not None and time.perf_counter() - start > time_limit:
-                complete = False
+                stopped_by = TIME_LIMIT
                 break
             n_templates += 1
             parts = []
@@ -236,19 +238,21 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
             if len(parts) > 1:  # chunks of one template: prune their union (groups are per template)
                 parts = [prune_rows(_concat(parts), objectives)]
             kept += [r for r in parts if len(r.tiles)]
-    return result(einsum, kept, workload, arch, objectives, n_templates, n_shapes, complete, start,
+    return result(einsum, kept, workload, arch, objectives, n_templates, n_shapes, stopped_by, start,
                   constraints=constraints)
 
 
 def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, objectives, explored: int,
-           evaluated: int, complete: bool, start: float, lower_bound: float = 0.0, budget: float | None = None,
+           evaluated: int, stopped_by: str, start: float, lower_bound: float = 0.0, budget: float | None = None,
            constraints: Constraints | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
     """(table, templates, Stats) from the kept rows of every template, pruned per group;
     only those with the compatibility key and c_T `constraints` fix, if any
-    (`Constraints.key`, `Constraints.tensor_keys`)."""
+    (`Constraints.key`, `Constraints.tensor_keys`). `stopped_by` names the limit that cut
+    the search short ("" if it was exhaustive)."""
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
-        return empty, [], Stats(explored, evaluated, 0, complete, time.perf_counter() - start, lower_bound, budget)
+        return empty, [], Stats(explored, evaluated, 0, not stopped_by, time.perf_counter() - start, lower_bound,
+                                budget, stopped_by)
     # columns as `to_frame` of every template would have them, though some templates lose every row
     columns = list(dict.fromkeys(c for r in kept for c in [*r.columns, "tiles", "fused_depth", "compat", "template"]))
     cut = prune_across_templates(kept, workload, arch, objectives)
@@ -257,8 +261,8 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
     table = has_key(to_frame([cut[i] for i in ids], workload, arch, ids), c.key, c.tensor_keys)
     table = table.reindex(columns=columns).reset_index(drop=True)
     table.insert(0, "einsum", einsum)
-    return table, [r.template for r in kept], Stats(explored, evaluated, len(table), complete,
-                                                    time.perf_counter() - start, lower_bound, budget)
+    return table, [r.template for r in kept], Stats(explored, evaluated, len(table), not stopped_by,
+                                                    time.perf_counter() - start, lower_bound, budget, stopped_by)
 
 
 def rebuild(row: pd.Series, templates_: list[Template]) -> Pmapping:

@@ -37,6 +37,7 @@ from pmapgen.bounds import energy_floor, energy_floor_of, floor_plan
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
 from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tensor_tiles_ok, tensors_ok, tiles_ok
+from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, roots, space
 from pmapgen.tiles import divisor_chains
@@ -166,7 +167,9 @@ class _Search:
         cols["time"], cols["inst"] = above.time, above.instances
 
     # ---- the search ----------------------------------------------------------------------
-    def run(self, deadline: float | None) -> bool:
+    def run(self, deadline: float | None) -> str:
+        """Search to the end (""), or until the deadline (TIME_LIMIT) or more than
+        `max_rows` waiting rows (ROW_LIMIT) stop it: the limit that did."""
         for prefix, move in roots(self.sp, self.w):
             cols = self._root_columns()
             backing = {**dict(prefix.inner), **dict(prefix.shared_onchip)}  # root tensors are in DRAM
@@ -178,11 +181,11 @@ class _Search:
         while self.by_progress:
             for key in self.by_progress.pop(min(self.by_progress)):
                 if deadline is not None and time.perf_counter() > deadline:
-                    return False
+                    return TIME_LIMIT
                 if self.max_rows is not None and self.waiting_rows > self.max_rows:
-                    return False
+                    return ROW_LIMIT
                 self._process(key)
-        return True
+        return ""
 
     def _root_columns(self) -> dict:
         cols: dict = {}
@@ -726,22 +729,22 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
-    rows, complete, n_prefixes, n_rows, low = [], True, 0, 0, math.inf
+    rows, stopped_by, n_prefixes, n_rows, low = [], "", 0, 0, math.inf
     for unit in arch.computes_for(e):
-        if not complete:  # not started: its first rows' floors bound it
+        if stopped_by:  # not started: its first rows' floors bound it
             low = min(low, _first_floor(einsum, workload, arch, unit.name, constraints))
             continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
-        complete = search.run(deadline) and complete
+        stopped_by = search.run(deadline)
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         if budget is not None:
             low = min(low, search.lower_bound())
-        if complete:
+        if not stopped_by:
             rows += [r for r in (_within(template_rows(t, tiles, workload, arch), budget)
                                  for t, tiles in search.survivors(objectives)) if len(r.tiles)]
     low = 0.0 if budget is None else min(low, budget)
-    return result(einsum, rows if complete else [], workload, arch, objectives, n_prefixes, n_rows, complete, begin,
-                  low, budget, constraints)
+    return result(einsum, [] if stopped_by else rows, workload, arch, objectives, n_prefixes, n_rows, stopped_by,
+                  begin, low, budget, constraints)
 
 
 def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceiling: float,
@@ -766,7 +769,7 @@ def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceil
         n_prefixes, n_rows = n_prefixes + st.templates, n_rows + st.tile_shapes
         if not st.complete or not table.empty or budget >= ceiling:
             return table, templates, Stats(n_prefixes, n_rows, st.kept, st.complete, time.perf_counter() - begin,
-                                           max(low, st.lower_bound), budget)
+                                           max(low, st.lower_bound), budget, st.stopped_by)
         low, budget = budget, budget * GROWTH
 
 

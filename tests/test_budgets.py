@@ -155,12 +155,15 @@ def test_a_search_stopped_by_its_row_limit_is_incomplete_and_still_bounds_the_mi
     incomplete, and its lower bound at most the Einsum's least energy."""
     import arch as arch_specs
     import workloads
+    from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
     from pmapgen.prefixes import generate_by_prefixes
     w = workloads.load("matmul_chain", length=2, M=64, big=128, small=64)
     a = arch_specs.load("simple")
     e = w.einsum_names[0]
     whole, _, full = generate_by_prefixes(e, w, a, objectives=("energy",), budget=math.inf)
-    assert full.complete and len(whole)
+    assert full.complete and len(whole) and full.stopped_by == ""
     cut, _, stopped = generate_by_prefixes(e, w, a, objectives=("energy",), budget=math.inf, max_rows=0)
-    assert not stopped.complete and cut.empty
+    assert not stopped.complete and cut.empty and stopped.stopped_by == ROW_LIMIT
+    timed, _, late = generate_by_prefixes(e, w, a, objectives=("energy",), budget=math.inf, time_limit=0.0)
+    assert not late.complete and timed.empty and late.stopped_by == TIME_LIMIT
     assert stopped.lower_bound <= whole["energy"].min() * (1 + RTOL)

@@ -388,7 +388,7 @@ def test_generate_all_with_budgets_and_stop_when_incomplete():
         within = full[e][full[e]["energy"] <= budget * (1 + 1e-9)]
         assert results[e][2].complete and frontier(results[e][0], OBJECTIVES) == frontier(within, OBJECTIVES), e
     cut = generate_all(w, a, workers=1, progress=False, budgets=budgets, time_limit=0.0, stop_when_incomplete=True)
-    assert 0 < len(cut) < 4 and not any(s.complete for _, _, s in cut.values())
+    assert 0 < len(cut) < 4 and all(not s.complete and s.stopped_by == "time limit" for _, _, s in cut.values())
 
 
 def test_generate_all_reuses_identical_einsums_and_matches_direct_generation():
