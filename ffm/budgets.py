@@ -25,8 +25,12 @@ join can search exactly:
    lowers U and becomes the result.
 
 When the bound reaches U, no mapping is below U: the U mapping is the exact optimum. A
-raise that hits the time limit (or the step's own limit, the Einsums' time limits
-together) leaves the proof incomplete with the bound reached as `Proof.lower`. The
+raise cut short (its time limit, or RAISE_ROWS waiting rows) is tried again at half its
+share (nineteenth session: a search's cost grows steeply with its budget, so a smaller
+raise may complete where a larger one did not); the Einsums of that step that completed
+keep their raised tables. Once a raise at less than MIN_RAISE would be needed, or the
+step's own limit (the Einsums' time limits together) is reached, the proof stops
+incomplete with the bound reached as `Proof.lower`. The
 uniform budgets of the sixth session (every Einsum within U minus the other Einsums'
 minima) are what the raises reach at worst; raising only the budgets that stand in the
 way is what lets the proof complete at batch 1 (docs/mapper.md, "Energy proof").
@@ -83,11 +87,12 @@ class Proof:
         return tuple(e for e in self.incomplete if e in last and not last[e].complete)
 
 
-def raise_step(budget: float, gap: float) -> float:
+def raise_step(budget: float, gap: float, most: float = MAX_RAISE) -> float:
     """How much a wildcard's budget rises: `gap` (U minus its term's value: enough for
-    that term to reach U), but at least MIN_RAISE and at most MAX_RAISE of the budget
-    (a search costs more, steeply, the looser its budget)."""
-    return min(budget * MAX_RAISE, max(gap, budget * MIN_RAISE))
+    that term to reach U), but at least MIN_RAISE and at most `most` (MAX_RAISE, or half
+    the Einsum's last raise cut short) of the budget (a search costs more, steeply, the
+    looser its budget)."""
+    return min(budget * most, max(gap, budget * MIN_RAISE))
 
 
 def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, tuple],
@@ -148,6 +153,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     budgets = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
     wild = WildcardBound(workload, arch, progress=progress)
     deadline = None if time_limit is None else time.perf_counter() + len(order) * time_limit
+    most = {e: MAX_RAISE for e in order}  # the largest share a raise may add: half the last one cut short
     while True:
         b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)
         if b.full is not None and not b.full.best.empty and float(b.full.best["energy"].iloc[0]) < bound * (1 - RTOL):
@@ -158,10 +164,14 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         if not b.wildcards or late:
             return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets,
                                                   incomplete=b.wildcards or order)
-        raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term) for e in b.wildcards}
+        raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
         got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=RAISE_ROWS)
-        if incomplete:
-            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, incomplete=incomplete)
         for e in b.wildcards:
-            tables[e], budgets[e] = got[e], raised[e]
-            wild.forget(e)
+            if e not in incomplete:  # complete within its raised budget, whatever the others did
+                tables[e], budgets[e] = got[e], raised[e]
+                wild.forget(e)
+        cut = [e for e in incomplete if e in got]  # (the rest did not start: stop_when_incomplete)
+        for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
+            most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
+        if any(most[e] < MIN_RAISE for e in cut):  # cut short at the smallest raise: no way on
+            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, incomplete=incomplete)

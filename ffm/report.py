@@ -126,8 +126,11 @@ def proof_lines(proof: Proof) -> list[str]:
         mine = [stats[e] for _, stats in raises if e in stats]
         line += (f"{len(mine):>8}{sum(s.tile_shapes for s in mine):>14,}{sum(s.seconds for s in mine):>8.2f}"
                  if mine else f"{'-':>8}{'-':>14}{'-':>8}")
-        cut = dict.fromkeys(s.stopped_by for s in ([first] if first else []) + mine if not s.complete)
-        lines.append(line + (f" (cut short: {', '.join(cut)})" if cut else ""))
+        searches = ([first] if first else []) + mine
+        retried = sum(not s.complete for s in searches[:-1])  # a raise cut short is tried again, smaller
+        note = ([f"{retried} raise{'s' * (retried > 1)} cut short, retried smaller"] if retried else []) + \
+            ([f"cut short: {searches[-1].stopped_by}"] if searches and not searches[-1].complete else [])
+        lines.append(line + (f" ({'; '.join(note)})" if note else ""))
     return lines
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from types import SimpleNamespace
+from unittest import mock
 
 import numpy as np
 import pandas as pd
@@ -16,15 +17,44 @@ from hypothesis import strategies as st
 
 import arch as arch_specs
 import workloads
+import ffm.budgets as budgets_module
 from ffm.budgets import prove_energy, raise_step
 from ffm.wildcards import WildcardBound, parts
 from ffm.join import join
-from pmapgen import generate
+from ffm.report import proof_lines
+from pmapgen import Stats, generate, generate_all
+from pmapgen.generate import ROW_LIMIT
 from tests.test_search import RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, problems, report  # noqa: F401
 
 
-def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_work: int = 500_000) -> None:
-    """The proof started from a valid mapping joined from a random part of the pmappings."""
+def refusing_raises(share: float) -> tuple:
+    """A stand-in for `generate_all` in `ffm.budgets` under which every raise of an Einsum's
+    budget by more than `share` of its last complete budget is cut short by the row limit
+    (as QK's raise by 5% is at batch 1, where 3% completes), and a count of those cut."""
+    done: dict[str, float] = {}
+    cut = {"raises": 0}
+
+    def generate_all_(workload, arch, constraints=None, **kw):
+        if kw.get("max_rows") is None:  # the minima: searched as they are
+            res = generate_all(workload, arch, constraints, **kw)
+        else:  # a raise: one Einsum after the other, stopping at the first cut short
+            res = {}
+            for e in kw["einsums"]:
+                if kw["budgets"][e] > done[e] * (1 + share):
+                    cut["raises"] += 1
+                    res[e] = (pd.DataFrame(), [], Stats(0, 0, 0, False, budget=kw["budgets"][e], stopped_by=ROW_LIMIT))
+                    break
+                res.update(generate_all(workload, arch, constraints, **{**kw, "einsums": (e,)}))
+        done.update((e, r[2].budget) for e, r in res.items() if r[2].complete)
+        return res
+    return generate_all_, cut
+
+
+def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_work: int = 500_000,
+                refuse_above: float | None = None) -> None:
+    """The proof started from a valid mapping joined from a random part of the pmappings;
+    with `refuse_above`, every raise by more than that share is cut short (`refusing_raises`)
+    and the proof must still end at the optimum by raising less."""
     try:
         truth = BruteForce(workload, arch, max_combinations, max_oracle_work).best("energy", max_evaluations=3_000)
     except TooBig as too_big:
@@ -48,7 +78,17 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
     _bump("started above the optimum", int(start > truth * (1 + RTOL)))
 
     found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
-    results, best, proof = prove_energy(workload, arch, start, found, workers=1, progress=False)
+    if refuse_above is None:
+        results, best, proof = prove_energy(workload, arch, start, found, workers=1, progress=False)
+    else:
+        generate_all_, cut = refusing_raises(refuse_above)
+        with mock.patch.object(budgets_module, "generate_all", generate_all_):
+            results, best, proof = prove_energy(workload, arch, start, found, workers=1, progress=False)
+        _bump("raises cut short and retried smaller", cut["raises"])
+        assert cut["raises"] == sum(not s.complete for _, stats in proof.steps for s in stats.values())
+        if cut["raises"]:  # the report says so, and no search the proof ended with was cut short
+            text = " ".join(" ".join(proof_lines(proof)).split())
+            assert "cut short, retried smaller" in text and "cut short:" not in text
     assert proof.proven
     assert truth * (1 - RTOL) <= proof.bound <= start and proof.found == start
     assert proof.lower <= truth * (1 + RTOL)
@@ -102,6 +142,14 @@ def test_proof_from_any_valid_mapping_finds_the_exhaustive_optimum(problem, pick
     check_proof(*problem, pick=pick, max_combinations=3_000_000)
 
 
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_a_proof_whose_large_raises_are_cut_short_raises_less_and_still_finds_the_optimum(problem, pick):
+    """Every raise above 2% of a budget is cut short by the row limit: the proof tries half
+    the raise (at least MIN_RAISE, 1%) and still ends proven at the brute-force optimum."""
+    check_proof(*problem, pick=pick, max_combinations=3_000_000, refuse_above=0.02)
+
+
 @pytest.mark.slow
 @settings(max_examples=60, **SETTINGS)
 @given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
@@ -138,6 +186,9 @@ def test_a_raise_takes_the_gap_to_u_within_1_to_5_percent_of_the_budget():
     assert raise_step(100.0, 3.0) == 3.0
     assert raise_step(100.0, 50.0) == pytest.approx(5.0)
     assert raise_step(100.0, 0.001) == pytest.approx(1.0)
+    # after a raise was cut short, at most half of it (`most`), still at least 1%
+    assert raise_step(100.0, 50.0, most=0.025) == pytest.approx(2.5)
+    assert raise_step(100.0, 2.0, most=0.025) == pytest.approx(2.0)
 
 
 def test_parts_are_the_einsums_linked_by_shared_tensors():
