@@ -99,12 +99,16 @@ def proof_lines(proof: Proof) -> list[str]:
     else:
         skipped = [e for e in proof.incomplete if e not in proof.cut_short]
         last = proof.steps[-1][1] if proof.steps else {}
-        what = ("The budgeted search of " + ", ".join(f"{e} was cut short by its {last[e].stopped_by}"
-                                                      for e in proof.cut_short)
-                if proof.cut_short else "The raises ran out of time")
+        by_limit: dict[str, list[str]] = {}
+        for e in proof.cut_short:
+            by_limit.setdefault(last[e].stopped_by, []).append(e)
+        what = ("; ".join(f"the budgeted search{'es' * (len(es) > 1)} of {', '.join(es)} "
+                          f"{'were' if len(es) > 1 else 'was'} cut short by {'their' if len(es) > 1 else 'its'} {limit}"
+                          for limit, es in by_limit.items())
+                if proof.cut_short else "the raises ran out of time")
         basis = ("the wildcard bound over the tables complete within the budgets reached" if proof.budgets else
                  "the sum of each Einsum's minimum where found, else a lower bound on it")
-        head = (f"  Energy proof: incomplete. {what}"
+        head = (f"  Energy proof: incomplete. {what[0].upper() + what[1:]}"
                 + (f" ({', '.join(skipped)} not started)" if skipped else "")
                 + f"; the best mapping found is {energy_text(proof.bound)}. The optimum is at "
                 f"least {energy_text(proof.lower)} ({basis}).")

@@ -247,7 +247,10 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
         text = result_text(cut)
         assert f"within {proof.bound / proof.lower:.2f}x" in text
         words = " ".join(text.split())  # (the report wraps its lines)
-        assert all(f"{e} was cut short by its time limit" in words for e in proof.cut_short)
+        cut_short = ", ".join(proof.cut_short)
+        assert (f"The budgeted search of {cut_short} was cut short by its time limit" in words
+                if len(proof.cut_short) == 1 else
+                f"The budgeted searches of {cut_short} were cut short by their time limit" in words)
 
 
 def test_cli_no_descent_skips_the_coordinate_descent(capsys):
@@ -269,3 +272,27 @@ def test_time_limit_that_finds_nothing_is_one_line_exit_1():
     assert run.returncode == 1
     assert run.stderr.strip() == ("error: matmul_chain on simple: time limit: no valid mapping found with pmapgen "
                                   "cut short at 1e-09 s per Einsum; allow more time (0: no limit, exhaustive)")
+
+
+def test_the_proof_names_the_limit_that_cut_each_search_short():
+    """The report groups the Einsums whose last search was cut short by the limit that did
+    (`Stats.stopped_by`), and notes raises that were cut short and retried smaller."""
+    from ffm.budgets import Proof
+    from ffm.report import proof_lines
+    from pmapgen import Stats
+    minima = {e: Stats(1, 1, 1, True, budget=1.0) for e in ("V", "K", "QK")}
+    raise_1 = {"V": Stats(1, 1, 1, False, stopped_by="time limit"), "QK": Stats(1, 1, 1, False, stopped_by="row limit")}
+    raise_2 = {"V": Stats(1, 1, 1, True), "QK": Stats(1, 1, 1, False, stopped_by="row limit")}
+    proof = Proof(10.0, 8.0, {e: 1.0 for e in minima}, {e: 1.0 for e in minima}, incomplete=("QK",),
+                  steps=(("minima", minima), ("raise 1", raise_1), ("raise 2", raise_2)))
+    lines = proof_lines(proof)
+    words = " ".join(" ".join(lines).split())
+    assert proof.cut_short == ("QK",)
+    assert "The budgeted search of QK was cut short by its row limit; the best mapping found is 10 pJ" in words
+    row = {e: next(line for line in lines if line.strip().startswith(e + " ")) for e in minima}
+    assert row["QK"].endswith("(1 raise cut short, retried smaller; cut short: row limit)")
+    assert row["V"].endswith("(1 raise cut short, retried smaller)")
+    assert "cut short" not in row["K"]
+    two = Proof(10.0, 8.0, {"V": 1.0}, {"V": 1.0}, incomplete=("V", "K"),
+                steps=(("minima", {"V": raise_1["V"], "K": raise_1["V"]}),))
+    assert "The budgeted searches of V, K were cut short by their time limit;" in " ".join(" ".join(proof_lines(two)).split())
