@@ -173,5 +173,5 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         cut = [e for e in incomplete if e in got]  # (the rest did not start: stop_when_incomplete)
         for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
             most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
-        if any(most[e] < MIN_RAISE for e in cut):  # cut short at the smallest raise: no way on
+        if incomplete and (not cut or any(most[e] < MIN_RAISE for e in cut)):  # no smaller raise to try
             return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, incomplete=incomplete)
