@@ -52,7 +52,7 @@ def main() -> None:
             proof = r.stats.proof
             status = ("exhaustive (optimal)" if r.stats.exhaustive else "proven optimal (energy proof)"
                       if r.stats.complete else "TIME LIMIT: not provably optimal" +
-                      (f"; proof incomplete ({', '.join(proof.timed_out)} hit the limit), within "
+                      (f"; proof incomplete ({', '.join(proof.cut_short)} cut short), within "
                        f"{proof.bound / proof.lower:.2f}x of the optimum" if proof and proof.lower > 0 else ""))
             print(f"{label:<28}{objective:<10}{r.stats.seconds['pmapgen']:>10.1f}{r.stats.seconds['join']:>8.1f}"
                   f"{r.stats.seconds.get('descent', 0):>10.1f}{r.stats.seconds.get('proof', 0):>8.1f}"
