@@ -16,6 +16,7 @@ import resource
 import time
 
 import ffm
+from pmapgen.allocator import MAIN_THRESHOLD, mmap_threshold
 from ffm.report import descent_lines
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
@@ -38,6 +39,7 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="*", type=int, default=[0, 1],
                         help="which shapes: 0 = batch 1 / 2048, 1 = batch 64 / 4096")
     args = parser.parse_args()
+    mmap_threshold(MAIN_THRESHOLD)  # as python -m ffm.map does
     print(f"{'shape':<28}{'objective':<10}{'pmapgen s':>10}{'join s':>8}{'descent s':>10}{'proof s':>8}{'total s':>9}"
           f"{'peak MiB':>10}"
           f"{'energy J':>11}{'latency s':>11}  fused / pmapgen")

@@ -16,6 +16,7 @@ from ffm.capacity import NoValidMapping, NothingFoundInTime
 from ffm.mapper import map as map_workload
 from ffm.report import result_text
 from looptree.mapping_io import save_json
+from pmapgen.allocator import MAIN_THRESHOLD, mmap_threshold
 from specio import SpecError
 from specio.cli import run
 from workloads import parse_overrides
@@ -77,6 +78,7 @@ def _check_out(path: Path, force: bool) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    mmap_threshold(MAIN_THRESHOLD)  # what the joins free goes back to the system (pmapgen.allocator)
 
     def body() -> None:
         variables = parse_overrides(args.set)

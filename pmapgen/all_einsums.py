@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from arch.model import Arch
 from looptree.nodes import Loop, Storage
+from pmapgen.allocator import WORKER_THRESHOLD, mmap_threshold
 from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, Stats, generate
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
@@ -95,6 +96,11 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                  max_rows: int | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
+    The searches run in worker processes (`workers`, default one per core up to one per
+    Einsum), even a single one, so that what a search allocates leaves with its worker
+    instead of staying in the long-lived caller's heap (`pmapgen.allocator`);
+    `workers=1` runs them in this process.
+
     `time_limit` (seconds per Einsum) makes an Einsum's enumeration stop early; its
     `Stats.complete` is then False and its table is not exhaustive (see `generate`).
     `budgets` ({einsum: pJ}) switches those Einsums to the prefix search keeping only the
@@ -123,10 +129,11 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                        default=None) for rep in unique}
     jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows)
             for e in unique]
-    workers = workers or min(len(jobs), os.cpu_count() or 1)
+    in_process = workers == 1
+    workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     results = {}
     bar = tqdm(total=len(jobs), desc=desc, unit="einsum", disable=not progress)
-    if workers <= 1:
+    if in_process:
         for job in jobs:
             e, res = _job(job)
             results[e] = res
@@ -134,7 +141,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
             if stop_when_incomplete and not res[2].complete:
                 break
     else:
-        with ProcessPoolExecutor(workers) as pool:
+        with ProcessPoolExecutor(workers, initializer=mmap_threshold, initargs=(WORKER_THRESHOLD,)) as pool:
             queue = list(jobs)  # submitted `workers` at a time, so that a stop leaves nothing queued
             running = {pool.submit(_job, queue.pop(0)) for _ in range(min(workers, len(queue)))}
             while running:
