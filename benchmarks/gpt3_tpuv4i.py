@@ -16,8 +16,8 @@ import resource
 import time
 
 import ffm
-from pmapgen.allocator import MAIN_THRESHOLD, mmap_threshold
 from ffm.report import descent_lines
+from pmapgen.allocator import MAIN_THRESHOLD, mmap_threshold
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
           ("batch 64, 4096 tokens (FFM)", {"batch": 64, "seq_len": 4096}))
