@@ -38,6 +38,7 @@ from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
 from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tensor_tiles_ok, tensors_ok, tiles_ok
 from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
+from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, roots, space
 from pmapgen.tiles import divisor_chains
@@ -75,6 +76,7 @@ class _Waiting:
     parts: list
 
 
+SUBTREE_ROWS = 1 << 20  # past this many waiting rows, keys are processed deepest structure first
 MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
 COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its checks would cost more than they save)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
@@ -134,7 +136,7 @@ class _Search:
         self.shared = [t for t in self.e.tensors if workload.is_shared(t)]
         self.records: list[Record] = []
         self.incoming: dict[Key, list] = {}
-        self.by_progress: dict[int, list[Key]] = {}
+        self.order = KeyOrder()  # the keys rows wait at
         self.done: list[tuple[Key, int, dict]] = []
         self._shapes: dict = {}  # Prefix -> `_shape`
         self._move_lists: dict = {}  # Prefix -> `_moves`
@@ -178,8 +180,8 @@ class _Search:
             self.records.append(Record([(None, Move(()))], np.zeros(1, np.int64), np.zeros(1, np.int64),
                                        np.zeros((1, 0), np.int64)))
             self._emit_storage(len(self.records) - 1, key, move, cols, lifetimes, root=True)
-        while self.by_progress:
-            for key in self.by_progress.pop(min(self.by_progress)):
+        while self.order:
+            for key in self.order.pop(deepest=self.waiting_rows > SUBTREE_ROWS):
                 if deadline is not None and time.perf_counter() > deadline:
                     return TIME_LIMIT
                 if self.max_rows is not None and self.waiting_rows > self.max_rows:
@@ -226,7 +228,7 @@ class _Search:
                     return
         if key not in self.incoming:
             self.incoming[key] = _Waiting([], [])
-            self.by_progress.setdefault(key.progress, []).append(key)
+            self.order.add(key)
         waiting = self.incoming[key]
         waiting.batches.append((parent, move))
         cols = {**cols, "batch": np.full(n, len(waiting.batches) - 1, np.int64), "tiles": tiles}

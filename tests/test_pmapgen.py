@@ -197,13 +197,33 @@ class TickingClock:
         return self.now
 
 
+@settings(max_examples=8, **SETTINGS)
+@given(small_problems(max_levels=3), st.sampled_from([None, 0.5]))  # 2 levels rarely merge paths of two structures
+def test_prefix_search_deepest_structure_first_processes_every_key_once_and_equals_level_order(problem, quantile):
+    """With keys processed deepest fused structure first from the start (SUBTREE_ROWS below
+    zero), every key is still processed once, after every row that can reach it: the same
+    prefixes, rows and frontier as level by level (which the tests above compare with the
+    enumeration), without and within a budget."""
+    w, a = problem
+    for e in w.einsum_names:
+        level = generate_by_prefixes(e, w, a)
+        budget = None if quantile is None or level[0].empty else float(np.quantile(level[0]["energy"], quantile))
+        if budget is not None:
+            level = generate_by_prefixes(e, w, a, budget=budget)
+        with mock.patch.object(prefixes, "SUBTREE_ROWS", -1):
+            deepest = generate_by_prefixes(e, w, a, budget=budget)
+        assert (deepest[2].templates, deepest[2].tile_shapes) == (level[2].templates, level[2].tile_shapes), e
+        assert frontier(deepest[0]) == frontier(level[0]), e
+
+
 @settings(max_examples=10, **SETTINGS)
-@given(small_problems(max_levels=2), st.sampled_from([0.0, 0.3, 1.0]), st.integers(0, 60))
-def test_a_budgeted_search_cut_short_bounds_the_minimum_from_below(problem, quantile, steps):
+@given(small_problems(max_levels=2), st.sampled_from([0.0, 0.3, 1.0]), st.integers(0, 60), st.booleans())
+def test_a_budgeted_search_cut_short_bounds_the_minimum_from_below(problem, quantile, steps, deepest):
     """Wherever the time limit stops a budgeted prefix search, `Stats.lower_bound` (the
     least floor of the rows still waiting and energy of the rows done) is at most the
     enumeration's minimum energy; when the search completes, it is that minimum (the
-    budget being at least it)."""
+    budget being at least it). In either order of keys (`deepest`: deepest structure
+    first from the start)."""
     import pmapgen.prefixes as prefixes
     w, a = problem
     for e in w.einsum_names:
@@ -215,7 +235,8 @@ def test_a_budgeted_search_cut_short_bounds_the_minimum_from_below(problem, quan
         real = prefixes.time
         prefixes.time = TickingClock()
         try:
-            stats = generate_by_prefixes(e, w, a, objectives=("energy",), time_limit=steps, budget=budget)[2]
+            with mock.patch.object(prefixes, "SUBTREE_ROWS", -1 if deepest else prefixes.SUBTREE_ROWS):
+                stats = generate_by_prefixes(e, w, a, objectives=("energy",), time_limit=steps, budget=budget)[2]
         finally:
             prefixes.time = real
         assert stats.lower_bound <= least * (1 + 1e-9), e
