@@ -291,7 +291,8 @@ class _Search:
         cols = self._prune(key, _concat(waiting.parts)) if len(waiting.parts) > 1 else waiting.parts[0]
         n = len(cols["batch"])
         self.stats.kept += n
-        self.records.append(Record(waiting.batches, cols.pop("batch"), cols["row"], cols.pop("tiles")))
+        self.records.append(Record(waiting.batches, _narrow(cols.pop("batch")), _narrow(cols["row"]),
+                                   _narrow(cols.pop("tiles"))))
         rid = len(self.records) - 1
         cols["row"] = np.arange(n, dtype=np.int64)
         if key.prefix.done(self.sp):
@@ -643,6 +644,12 @@ class _Search:
                 sub = sel[which]
                 out.append((nodes + list(move.nodes), np.hstack([tiles, rec.tiles[rows[sub], :n_loops]]), sub))
         return out
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    """Non-negative integers in the smallest unsigned type that holds them: records keep
+    every row a search keeps (29 M for QK at batch 1 within 3.2 mJ), and most fit 16 bits."""
+    return a.astype(np.min_scalar_type(int(a.max())) if a.size else np.uint8, copy=False)
 
 
 def _capacity_plan(runs: list[tuple]) -> tuple:
