@@ -12,12 +12,11 @@ import pandas as pd
 from tqdm import tqdm
 
 from arch.model import Arch
-from looptree.nodes import Loop, Storage
 from pmapgen.allocator import WORKER_THRESHOLD, mmap_threshold
 from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, Stats, generate
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
-from pmapgen.templates import Template
+from pmapgen.templates import Template, relabeled
 from workloads.model import Workload
 
 
@@ -63,15 +62,7 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
            workload: Workload) -> tuple[pd.DataFrame, list[Template]]:
     """`src`'s pmapgen result as `dst`'s, for two Einsums with the same signature."""
     tmap, rmap = _renaming(src, dst, workload)
-
-    def node(n):
-        if isinstance(n, Storage):
-            return Storage(n.level, tuple(sorted(tmap[t] for t in n.tensors)))
-        if isinstance(n, Loop):
-            return Loop(rmap[n.rank_variable], n.tile, n.spatial)
-        return n
-
-    new_templates = [replace(t, einsum=dst, nodes=tuple(node(n) for n in t.nodes)) for t in templates]
+    new_templates = [replace(t, einsum=dst, nodes=relabeled(t.nodes, tmap, rmap)) for t in templates]
     out = table.rename(columns={f"backing:{t}": f"backing:{tmap[t]}" for t in tmap})
     out["einsum"] = dst
     out["compat"] = [(tuple(sorted((tmap[t], c) for t, c in key)), tuple((rmap[r], tile, sp) for r, tile, sp in fused))

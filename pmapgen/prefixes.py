@@ -40,6 +40,7 @@ from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, 
 from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
+from pmapgen.symmetry import find_mirror
 from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, roots, space
 from pmapgen.tiles import divisor_chains
 from workloads.model import Workload
@@ -121,6 +122,7 @@ class _Search:
         self.budget = budget  # drop rows whose every completion exceeds this energy (pmapgen.bounds)
         self.latency = "latency" in objectives  # port times are criteria only if latency is
         self.e = workload.einsum(einsum)
+        given = constraints
         constraints = narrowed(constraints)
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
         self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
@@ -134,6 +136,8 @@ class _Search:
         self.levels = tracked_levels(arch, unit)
         self.n_res = len(self.e.rank_variables) + 1  # res:<level>:k for k = 0..(most fused loops)
         self.shared = [t for t in self.e.tensors if workload.is_shared(t)]
+        self.mirror = None if self.keyed else find_mirror(self.e, workload, self.sp, given, tuple(self.shared))
+        self._drops: dict = {}  # (Key.fused, final) -> whether the mirror image of its structure is searched instead
         self.records: list[Record] = []
         self.incoming: dict[Key, list] = {}
         self.order = KeyOrder()  # the keys rows wait at
@@ -211,7 +215,7 @@ class _Search:
         waiting there once they are many (memory stays near the frontiers' size).
         `checked`: the caller has cut the rows over the budget already (`_over_budget_cut`)."""
         n = len(tiles)
-        if not n:
+        if not n or self._mirrored(key.fused, key.depth_f is not None):
             return
         self.stats.rows += n
         if self.keyed:
@@ -237,6 +241,15 @@ class _Search:
         if len(waiting.parts) > 1 and (held := sum(len(p["batch"]) for p in waiting.parts)) > MERGE_ROWS:
             waiting.parts = [_compact(self._prune(key, _concat(waiting.parts)))]
             self.waiting_rows += len(waiting.parts[0]["batch"]) - held
+
+    def _mirrored(self, fused: tuple, final: bool) -> bool:
+        """Whether rows of this fused structure are left to its mirror image's (cached)."""
+        if self.mirror is None:
+            return False
+        drops = self._drops.get((fused, final))
+        if drops is None:
+            drops = self._drops[fused, final] = self.mirror.drops(fused, final)
+        return drops
 
     def _may_fit(self, fused: tuple, depth_f: int | None) -> bool:
         """Whether a fused structure may still end with the fixed key and c_T (cached)."""
@@ -369,9 +382,10 @@ class _Search:
     def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:
         """A loop move: every divisor choice of its bounds, pushed to the prefix it leads to."""
         fused = key.prefix.fused
-        if fused and self.keyed and not self._may_fit(
-                key.fused + tuple(("loop", lp.rank_variable, lp.spatial) for lp in move.nodes), key.depth_f):
-            return  # no child can end with the fixed key: do not build them
+        if fused and (self.keyed or self.mirror is not None):
+            child = key.fused + tuple(("loop", lp.rank_variable, lp.spatial) for lp in move.nodes)
+            if (self.keyed and not self._may_fit(child, key.depth_f)) or self._mirrored(child, key.depth_f is not None):
+                return  # no child can end with the fixed key, or the mirror image's children stand for them
         rows = np.arange(len(cols["row"]))
         bounds: list[np.ndarray] = []
         for i, loop in enumerate(move.nodes):
@@ -621,12 +635,15 @@ class _Search:
         # one compatibility group: the same fused structure and F, the same fused tiles
         keep = pareto_mask(crit, group_labels(np.column_stack([ids, fts])))
         out, first = [], 0
-        for _, rid, f in self.done:
+        for key, rid, f in self.done:
             n = len(f["energy"])
             rows = np.flatnonzero(keep[first:first + n])
             first += n
             if len(rows):
-                out += [(_template(self.e.name, self.unit, nodes), tiles) for nodes, tiles, _ in self._trace(rid, rows)]
+                paths = [(nodes, tiles) for nodes, tiles, _ in self._trace(rid, rows)]
+                if self.mirror is not None and self.mirror.asymmetric(key.fused):
+                    paths += [(list(self.mirror.nodes(nodes)), tiles) for nodes, tiles in paths]
+                out += [(_template(self.e.name, self.unit, nodes), tiles) for nodes, tiles in paths]
         return out
 
     def _trace(self, rid: int, rows: np.ndarray) -> list[tuple[list, np.ndarray, np.ndarray]]:

@@ -330,6 +330,18 @@ def templates(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
 ANYTIME_DEPTH = 2  # moves expanded breadth-first before the round robin
 
 
+def relabeled(nodes, tensors: dict, ranks: dict) -> tuple:
+    """Nodes with tensors and rank variables renamed (a storage node's tensors sorted, as
+    templates hold them)."""
+    def node(n):
+        if isinstance(n, Storage):
+            return Storage(n.level, tuple(sorted(tensors.get(t, t) for t in n.tensors)))
+        if isinstance(n, Loop):
+            return Loop(ranks.get(n.rank_variable, n.rank_variable), n.tile, n.spatial)
+        return n
+    return tuple(node(n) for n in nodes)
+
+
 def _template(einsum: str, unit: str, nodes: list) -> Template:
     """The template of a node sequence: loop tiles become slot numbers, top-down."""
     slots = iter(range(len(nodes)))

@@ -1,0 +1,121 @@
+"""An Einsum's mirror symmetry, which halves its prefix search (docs/pmapgen.md, "Mirror
+symmetry").
+
+QK[b,m,p,h] = Q[b,m,h,e] * K[b,p,h,e] is unchanged by swapping Q with K and m with p when
+Q and K are alike (bits, role, sharing, the levels that may keep them) and m and p have
+one size: every pmapping's mirror image is a pmapping with the same counts, so the same
+energy, latency and reservations. Its compatibility key is the mirror image of the
+original's. So the search need only visit one of each pair of mirrored fused structures
+(`Key.fused`) and add the mirror image of that one's survivors for the other; structures
+that are their own mirror image are searched as before.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pmapgen.constraints import Constraints
+from pmapgen.templates import relabeled
+from workloads.model import Einsum, Workload
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """Two inputs swapped (`tensors`), and the rank variable only one of them has with the
+    other's (`ranks`, empty when they have the same ones)."""
+    tensors: dict
+    ranks: dict
+    shared: tuple  # the search's shared tensors: the head of a fused structure, in order
+
+    def tensor(self, t: str) -> str:
+        return self.tensors.get(t, t)
+
+    def rank(self, r: str) -> str:
+        return self.ranks.get(r, r)
+
+    def nodes(self, nodes) -> tuple:
+        """A pmapping's nodes, mirrored."""
+        return relabeled(nodes, self.tensors, self.ranks)
+
+    def fused(self, fused: tuple) -> tuple:
+        """The mirror image of a fused structure, as the search builds it: shared tensors'
+        backing levels (in `shared` order), then the loops and backings placed while fused,
+        each run of backings in (level, tensor) order, as one storage run places them."""
+        n = len(self.shared)
+        level = dict(fused[:n])
+        head = tuple((t, level[self.tensor(t)]) for t in self.shared)
+        events = [("loop", self.rank(x), s) if kind == "loop" else (kind, self.tensor(x), s)
+                  for kind, x, s in fused[n:]]
+        return head + _in_run_order(events)
+
+    def drops(self, fused: tuple, final: bool) -> bool:
+        """Whether a fused structure is the mirror image of one the search visits instead:
+        decided on its part no later move reorders (all of it once `final`, else up to its
+        last loop: backings placed next may join a run at its end), so a structure and
+        every one extending it are decided alike."""
+        n = len(self.shared)
+        if not final:
+            loops = [i for i, ev in enumerate(fused) if i >= n and ev[0] == "loop"]
+            fused = fused[:loops[-1] + 1] if loops else fused[:n]
+        own = fused[:n] + _in_run_order(list(fused[n:]))
+        return repr(self.fused(own)) < repr(own)
+
+    def asymmetric(self, fused: tuple) -> bool:
+        """Whether a (final) fused structure differs from its mirror image."""
+        n = len(self.shared)
+        return self.fused(fused) != fused[:n] + _in_run_order(list(fused[n:]))
+
+
+def _in_run_order(events: list) -> tuple:
+    out, run = [], []
+    for ev in events + [None]:
+        if ev is not None and ev[0] == "backing":
+            run.append(ev)
+            continue
+        out += sorted(run, key=lambda e: (e[2], e[1]))
+        run = []
+        if ev is not None:
+            out.append(ev)
+    return tuple(out)
+
+
+def find_mirror(einsum: Einsum, workload: Workload, sp, constraints: Constraints | None,
+                shared: tuple) -> Mirror | None:
+    """A mirror symmetry of `einsum` that the search space `sp` (`templates.Space`) keeps,
+    or None. Only searches without constraints use one: a constraint may tell Q from K."""
+    if constraints is not None and constraints != Constraints():
+        return None
+    inputs = [u for u in einsum.inputs if len(set(u.ranks)) == len(u.ranks)]
+    for i, a in enumerate(inputs):
+        for b in inputs[i + 1:]:
+            mirror = _mirror(einsum, workload, sp, a, b, shared)
+            if mirror is not None:
+                return mirror
+    return None
+
+
+def _mirror(einsum: Einsum, workload: Workload, sp, a, b, shared: tuple) -> Mirror | None:
+    ta, tb = workload.tensors[a.tensor], workload.tensors[b.tensor]
+    if a.tensor == b.tensor or (ta.bits, ta.role, ta.weight, workload.is_shared(a.tensor)) \
+            != (tb.bits, tb.role, tb.weight, workload.is_shared(b.tensor)):
+        return None
+    if any(getattr(sp, f)[a.tensor] != getattr(sp, f)[b.tensor] for f in ("allowed", "must", "backings")):
+        return None
+    only_a, only_b = sorted(set(a.ranks) - set(b.ranks)), sorted(set(b.ranks) - set(a.ranks))
+    if len(only_a) != len(only_b) or len(only_a) > 1:
+        return None
+    ranks = {only_a[0]: only_b[0], only_b[0]: only_a[0]} if only_a else {}
+    mirror = Mirror({a.tensor: b.tensor, b.tensor: a.tensor}, ranks, shared)
+    r = mirror.rank
+    if any(workload.rank_sizes[x] != workload.rank_sizes[r(x)] for x in ranks):
+        return None
+    if any({r(x) for x in u.ranks} != set(u.ranks) for u in einsum.tensor_uses if u not in (a, b)):
+        return None
+    if {r(x) for x in einsum.reduced} != set(einsum.reduced):
+        return None
+    if any(sp.max_loops.get(x) != sp.max_loops.get(r(x)) for x in ranks):
+        return None
+    for groups in sp.groups.values():
+        own = {frozenset(g) for g in groups}
+        if {frozenset((d, r(x)) for d, x in g) for g in groups} != own:
+            return None
+    return mirror
