@@ -20,6 +20,10 @@ level's port times if latency counts, reservations by lifetime depth) ends at le
 good, and the others are dropped before they multiply. The counts are the steps of
 `looptree.model` run on columns; the rows that survive to the end are rebuilt as
 templates and evaluated by the model itself (`generate.template_rows`).
+
+Keys are processed in the order of `pmapgen.key_order` (deepest fused structure first
+once many rows wait), and an Einsum with a mirror symmetry (`pmapgen.symmetry`: QK) is
+searched over one of each pair of mirrored fused structures.
 """
 from __future__ import annotations
 
@@ -122,7 +126,7 @@ class _Search:
         self.budget = budget  # drop rows whose every completion exceeds this energy (pmapgen.bounds)
         self.latency = "latency" in objectives  # port times are criteria only if latency is
         self.e = workload.einsum(einsum)
-        given = constraints
+        given = constraints  # the mirror is used only when the caller gave no constraints
         constraints = narrowed(constraints)
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
         self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
