@@ -56,13 +56,17 @@ class Mirror:
         if not final:
             loops = [i for i, ev in enumerate(fused) if i >= n and ev[0] == "loop"]
             fused = fused[:loops[-1] + 1] if loops else fused[:n]
-        own = fused[:n] + _in_run_order(list(fused[n:]))
+        own = self._normal(fused)
         return repr(self.fused(own)) < repr(own)
 
     def asymmetric(self, fused: tuple) -> bool:
         """Whether a (final) fused structure differs from its mirror image."""
+        return self.fused(fused) != self._normal(fused)
+
+    def _normal(self, fused: tuple) -> tuple:
+        """A fused structure with each run of backings in (level, tensor) order."""
         n = len(self.shared)
-        return self.fused(fused) != fused[:n] + _in_run_order(list(fused[n:]))
+        return fused[:n] + _in_run_order(list(fused[n:]))
 
 
 def _in_run_order(events: list) -> tuple:
