@@ -74,6 +74,9 @@ class Proof:
     steps: tuple[tuple[str, dict[str, Stats]], ...] = ()
     seconds: float = 0.0
     found: float = 0.0  # the best mapping's energy before the proof (`bound` is lower if the proof found better)
+    # the last wildcard bound's least term: its wildcards and the joins of the other
+    # Einsums' tables (pJ; `ffm.wildcards.Bound.rest`); None: step 2 did not run
+    least_term: tuple[tuple[str, ...], float] | None = None
 
     @property
     def proven(self) -> bool:
@@ -158,12 +161,13 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)
         if b.full is not None and not b.full.best.empty and float(b.full.best["energy"].iloc[0]) < bound * (1 - RTOL):
             bound, best = float(b.full.best["energy"].iloc[0]), (dict(tables), b.full)
+        least = (b.wildcards, b.rest)
         if b.lower >= bound * (1 - RTOL):
-            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets)
+            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, least_term=least)
         late = deadline is not None and time.perf_counter() > deadline
         if not b.wildcards or late:
             return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets,
-                                                  incomplete=b.wildcards or order)
+                                                  incomplete=b.wildcards or order, least_term=least)
         raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
         got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=RAISE_ROWS)
         for e in b.wildcards:
@@ -174,4 +178,5 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
             most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
         if incomplete and (not cut or any(most[e] < MIN_RAISE for e in cut)):  # no smaller raise to try
-            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, incomplete=incomplete)
+            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, incomplete=incomplete,
+                                                  least_term=least)

@@ -85,6 +85,27 @@ def descent_lines(d: Descent, when: str) -> list[str]:
     return textwrap.wrap(head, 100, initial_indent="  ", subsequent_indent="    ")
 
 
+def _least_term_text(proof: Proof) -> str:
+    """What holds the bound down: the least term's wildcards count at their budgets, and
+    the other Einsums' tables join without their constraints; raises alone close that
+    term only once the wildcards' budgets reach the best mapping minus that join."""
+    if not proof.least_term or not proof.least_term[0] or not proof.budgets:
+        return ""
+    wild, rest = proof.least_term
+    need = proof.bound - rest
+    if len(wild) == 1:
+        (e,) = wild
+        times = f" ({need / proof.minima[e]:.2f} times its minimum)" if proof.minima.get(e) else ""
+        return (f" Its least term counts {e} at its budget, {energy_text(proof.budgets[e])}, and joins the other "
+                f"Einsums' tables, free of {e}'s constraints, at {energy_text(rest)}: raising budgets closes that "
+                f"term only once {e}'s reaches {energy_text(need)}{times}.")
+    have = sum(proof.budgets[e] for e in wild)
+    return (f" Its least term counts {', '.join(wild)} at their budgets "
+            f"({', '.join(energy_text(proof.budgets[e]) for e in wild)}) and joins the other Einsums' tables, free "
+            f"of their constraints, at {energy_text(rest)}: raising budgets closes that term only once theirs add "
+            f"up to {energy_text(need)} (now {energy_text(have)}).")
+
+
 def proof_lines(proof: Proof) -> list[str]:
     """What the energy proof (ffm.budgets) established: per Einsum its minimum, the budget
     its table reached, and the partial pmappings its searches built and their seconds, for
@@ -112,6 +133,7 @@ def proof_lines(proof: Proof) -> list[str]:
                 + (f" ({', '.join(skipped)} not started)" if skipped else "")
                 + f"; the best mapping found is {energy_text(proof.bound)}. The optimum is at "
                 f"least {energy_text(proof.lower)} ({basis}).")
+        head += _least_term_text(proof)
     if proof.found > proof.bound:
         head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "
                  f"{energy_text(proof.bound)} (its first join, of each Einsum's least-energy pmappings together with "

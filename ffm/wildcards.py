@@ -43,14 +43,16 @@ MAX_TERMS = 1 << 14  # terms examined per bound; past them the next base bounds 
 class Bound:
     """`lower`: at most the energy of every valid mapping. `wildcards`: the least term's
     wildcards (empty: the join over all tables is the least term, so `full` is the
-    optimum when `lower` equals it). `term`: the least term's value. `full`: the join
-    over all tables (None if no term needed it). `evaluated`: the parts whose join (or,
-    for one Einsum, least energy) this bound computed."""
+    optimum when `lower` equals it). `term`: the least term's value, `rest` its part
+    from the joins of the Einsums that are not wildcards. `full`: the join over all
+    tables (None if no term needed it). `evaluated`: the parts whose join (or, for one
+    Einsum, least energy) this bound computed."""
     lower: float
     wildcards: tuple[str, ...]
     term: float
     full: SearchResult | None
     evaluated: int
+    rest: float = math.inf  # the least term's joins of the other Einsums (term minus the wildcards' budgets)
 
 
 def parts(workload: Workload, einsums) -> list[frozenset[str]]:
@@ -121,7 +123,7 @@ class WildcardBound:
         extra = sorted((max(budgets[e] - least[e], 0.0), e) for e in order)  # what a wildcard adds to the base
         base0 = sum(least.values())
         known = len(self._parts)
-        best, best_w = math.inf, None
+        best, best_w, rest = math.inf, None, math.inf
         heap = [(base0, -1, ())]
         lower, terms = None, 0
         bar = tqdm(desc="proof: wildcard bound", unit="part", disable=not self.progress)
@@ -137,15 +139,15 @@ class WildcardBound:
                     heapq.heappush(heap, (base - extra[last][0] + extra[last + 1][0], last + 1,
                                           chosen[:-1] + (last + 1,)))
             wild = {extra[i][1] for i in chosen}
-            value = sum(budgets[e] for e in order if e in wild)
+            value = at = sum(budgets[e] for e in order if e in wild)
             for part in parts(self.w, [e for e in order if e not in wild]):
                 value += self._part(part, tables, bar)
                 if value >= best:
                     break
             if value < best:
-                best, best_w = value, tuple(e for e in order if e in wild)
+                best, best_w, rest = value, tuple(e for e in order if e in wild), value - at
         bar.close()
         if lower is None:
             lower = best
         full = self._parts.get(frozenset(order), (math.inf, None))[1]
-        return Bound(lower, best_w or (), best, full, len(self._parts) - known)
+        return Bound(lower, best_w or (), best, full, len(self._parts) - known, rest)

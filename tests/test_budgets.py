@@ -19,7 +19,7 @@ import arch as arch_specs
 import workloads
 import ffm.budgets as budgets_module
 from ffm.budgets import prove_energy, raise_step
-from ffm.wildcards import WildcardBound, parts
+from ffm.wildcards import WildcardBound, cut_keys, parts
 from ffm.join import join
 from ffm.report import proof_lines
 from pmapgen import Stats, generate, generate_all
@@ -129,6 +129,16 @@ def check_wildcard_bound(workload, arch, pick: int, max_combinations: int) -> No
     _bump("checked")
     assert bound.lower <= truth * (1 + RTOL), (bound.lower, truth)
     assert bound.lower <= bound.term * (1 + RTOL)
+    if math.isfinite(bound.term):  # the least term: its wildcards' budgets plus the rest's joins
+        assert np.isclose(bound.term, sum(budgets[e] for e in bound.wildcards) + bound.rest, rtol=RTOL)
+        rest = [e for e in order if e not in bound.wildcards]
+        joins = 0.0
+        for part in parts(workload, rest):  # each part joined directly, with its keys cut to what it shares
+            sub = workload.restricted(part) if len(part) < len(order) else workload
+            found = join({e: cut_keys(cut[e], sub) if sub is not workload else cut[e] for e in sub.einsum_names},
+                         sub, arch, ("energy",))
+            joins += float(found["energy"].min()) if len(found) else math.inf
+        assert np.isclose(bound.rest, joins, rtol=RTOL), (bound.rest, joins)
     if math.isinf(truth):
         return
     if not bound.wildcards and bound.full is not None and not bound.full.best.empty:

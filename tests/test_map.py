@@ -276,7 +276,10 @@ def test_time_limit_that_finds_nothing_is_one_line_exit_1():
 
 def test_the_proof_names_the_limit_that_cut_each_search_short():
     """The report groups the Einsums whose last search was cut short by the limit that did
-    (`Stats.stopped_by`), and notes raises that were cut short and retried smaller."""
+    (`Stats.stopped_by`), notes raises that were cut short and retried smaller, and says
+    what the bound's least term needs of raises alone."""
+    from dataclasses import replace
+
     from ffm.budgets import Proof
     from ffm.report import proof_lines
     from pmapgen import Stats
@@ -293,6 +296,16 @@ def test_the_proof_names_the_limit_that_cut_each_search_short():
     assert row["QK"].endswith("(1 raise cut short, retried smaller; cut short: row limit)")
     assert row["V"].endswith("(1 raise cut short, retried smaller)")
     assert "cut short" not in row["K"]
+    assert "least term" not in words  # no least term recorded
+    held = replace(proof, least_term=(("QK",), 7.0))
+    assert ("Its least term counts QK at its budget, 1 pJ, and joins the other Einsums' tables, free of QK's "
+            "constraints, at 7 pJ: raising budgets closes that term only once QK's reaches 3 pJ (3.00 times its "
+            "minimum).") in " ".join(" ".join(proof_lines(held)).split())
+    both = replace(proof, least_term=(("V", "QK"), 6.5))
+    assert ("Its least term counts V, QK at their budgets (1 pJ, 1 pJ) and joins the other Einsums' tables, free "
+            "of their constraints, at 6.5 pJ: raising budgets closes that term only once theirs add up to 3.5 pJ "
+            "(now 2 pJ).") in " ".join(" ".join(proof_lines(both)).split())
+    assert "least term" not in " ".join(proof_lines(replace(proof, least_term=((), 10.0))))
     two = Proof(10.0, 8.0, {"V": 1.0}, {"V": 1.0}, incomplete=("V", "K"),
                 steps=(("minima", {"V": raise_1["V"], "K": raise_1["V"]}),))
     assert "The budgeted searches of V, K were cut short by their time limit;" in " ".join(" ".join(proof_lines(two)).split())
