@@ -24,6 +24,17 @@ join can search exactly:
    The join over all tables is one of the terms, so a better mapping found on the way
    lowers U and becomes the result.
 
+3. **refinements** (twenty-third session, `ffm.refine`): a term of the bound counts its
+   wildcards at their budgets and lets them join anything; refining it searches each
+   wildcard on demand, per key the other Einsums' tables give its inputs, within what U
+   leaves there. Most keys no pmapping can give, and the search that shows it is quick,
+   so this closes terms no raise can reach (at batch 1, QK's: raises would need its
+   budget at 1.66 times its minimum). A refinement is tried when the least term is one
+   wildcard that the largest raise would not close in one step, and for every least term
+   once the raises stop (one cut short with no smaller raise to try, or RAISE_SHARE of
+   the step's time spent). A least term refined before, whose keyed searches were cut
+   short, ends the proof incomplete.
+
 When the bound reaches U, no mapping is below U: the U mapping is the exact optimum. A
 raise cut short (its time limit, or RAISE_ROWS waiting rows) is tried again at half its
 share (nineteenth session: a search's cost grows steeply with its budget, so a smaller
@@ -45,6 +56,7 @@ import pandas as pd
 
 from arch.model import Arch
 from ffm.search import SearchResult, search
+from ffm.refine import Refinement, refine
 from ffm.wildcards import WildcardBound
 from pmapgen import Constraints, Stats, generate_all
 from pmapgen.all_einsums import union
@@ -54,6 +66,7 @@ from workloads.model import Workload
 RTOL = 1e-9  # budgets equal up to summation order
 MIN_RAISE = 0.01  # a raised budget grows by at least this share (`raise_step`) ...
 MAX_RAISE = 0.05  # ... and at most this one: QK at batch 1 takes 30 s within 1.14x its minimum, 120 s within 1.26x
+RAISE_SHARE = 0.5  # of the proof's step-2 time: raises past 3.29 mJ of QK's budget no longer lift the batch-1 bound
 RAISE_ROWS = 1 << 22  # a raise's search stops once this many partial rows wait (about 1 GB at batch 1)
 
 
@@ -77,6 +90,7 @@ class Proof:
     # the last wildcard bound's least term: its wildcards and the joins of the other
     # Einsums' tables (pJ; `ffm.wildcards.Bound.rest`); None: step 2 did not run
     least_term: tuple[tuple[str, ...], float] | None = None
+    refinements: tuple[Refinement, ...] = ()  # the terms refined by on-demand searches (`ffm.refine`), in order
 
     @property
     def proven(self) -> bool:
@@ -156,18 +170,37 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     budgets = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
     wild = WildcardBound(workload, arch, progress=progress)
     deadline = None if time_limit is None else time.perf_counter() + len(order) * time_limit
+    # the raises' share: past it they stop and refinements (`ffm.refine`) take the rest
+    raises_until = None if time_limit is None else time.perf_counter() + len(order) * time_limit * RAISE_SHARE
     most = {e: MAX_RAISE for e in order}  # the largest share a raise may add: half the last one cut short
+    refinements: list[Refinement] = []
+    raising = True  # False once a raise was cut short with no smaller one to try
+
+    def stop(b, **kwargs):
+        return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, least_term=(b.wildcards, b.rest),
+                                              refinements=tuple(refinements), **kwargs)
+
     while True:
         b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)
         if b.full is not None and not b.full.best.empty and float(b.full.best["energy"].iloc[0]) < bound * (1 - RTOL):
             bound, best = float(b.full.best["energy"].iloc[0]), (dict(tables), b.full)
-        least = (b.wildcards, b.rest)
         if b.lower >= bound * (1 - RTOL):
-            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, least_term=least)
+            return stop(b)
         late = deadline is not None and time.perf_counter() > deadline
         if not b.wildcards or late:
-            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets,
-                                                  incomplete=b.wildcards or order, least_term=least)
+            return stop(b, incomplete=b.wildcards or order)
+        if raises_until is not None and time.perf_counter() > raises_until:
+            raising = False
+        if not raising or far_from_raises(b, bound, budgets, most):
+            if wild.refined(b.wildcards):  # refined before, with searches cut short: it stands
+                return stop(b, incomplete=b.wildcards)
+            r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, time_limit, deadline,
+                               workers, progress)
+            refinements.append(r)
+            wild.refine(b.wildcards, r.value)
+            if better is not None:
+                bound, best = float(better[1].best["energy"].iloc[0]), better
+            continue
         raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
         got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=RAISE_ROWS)
         for e in b.wildcards:
@@ -178,5 +211,14 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
             most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
         if incomplete and (not cut or any(most[e] < MIN_RAISE for e in cut)):  # no smaller raise to try
-            return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, incomplete=incomplete,
-                                                  least_term=least)
+            raising = False
+
+
+def far_from_raises(b, bound: float, budgets: dict[str, float], most: dict[str, float]) -> bool:
+    """Is the bound's least term one wildcard that raises would close only after several
+    steps (its gap to U over the largest raise)? Then refining it (`ffm.refine`) is tried
+    first: its keyed searches are far more constrained than a raise's."""
+    if len(b.wildcards) != 1:
+        return False
+    (e,) = b.wildcards
+    return bound - b.term > budgets[e] * most[e]

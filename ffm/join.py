@@ -178,13 +178,16 @@ def criteria_columns(columns, objectives: tuple[str, ...], keep_peak: bool = Fal
 
 
 def prune_partial(partial: pd.DataFrame, objectives: tuple[str, ...], delta: float = 0.0,
-                  keep_peak: bool = False) -> pd.DataFrame:
+                  keep_peak: bool = False, tag: Callable[[pd.DataFrame], np.ndarray] | None = None) -> pd.DataFrame:
     """Drop partial mappings dominated within their group (on `criteria_columns`); with
-    δ > 0, ε-dominated ones too (within 1+δ in every criterion, `ffm.epsilon`)."""
+    δ > 0, ε-dominated ones too (within 1+δ in every criterion, `ffm.epsilon`). `tag(frame)`
+    (an integer per row) splits groups further: rows of different tags are not compared."""
     if partial.empty:
         return partial
     crit = criteria_columns(partial.columns, objectives, keep_peak)
     groups = partial["group"].to_numpy(dtype=np.int64)
+    if tag is not None:
+        groups = np.unique(np.column_stack([groups, tag(partial)]), axis=0, return_inverse=True)[1].reshape(-1)
     return partial[epsilon_mask(partial[crit].to_numpy(dtype=float), groups, delta)].reset_index(drop=True)
 
 
@@ -202,7 +205,8 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
          objectives: tuple[str, ...] = ("energy", "latency"), on_step=None, delta: float = 0.0,
          admit: Callable[[int, pd.DataFrame], np.ndarray] | None = None,
          trace: list[Step] | None = None, keep_peak: bool = False,
-         narrow: Callable[[int, pd.DataFrame], pd.DataFrame] | None = None) -> pd.DataFrame:
+         narrow: Callable[[int, pd.DataFrame], pd.DataFrame] | None = None,
+         tag: Callable[[pd.DataFrame], np.ndarray] | None = None) -> pd.DataFrame:
     """All non-dominated full mappings, one row each: `rows` holds each Einsum's table index
     label (also as `row:<einsum>` columns), then the objectives and reservation columns.
 
@@ -212,7 +216,9 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
     of a step's pruned result to go on with (default: all). `on_step(einsum, kept)` is called
     after every step; `trace` collects a `Step` per step. `keep_peak` keeps every mapping whose
     peak usage of some level is not matched by a mapping at least as good (otherwise a
-    mapping's peak is reported, not optimised).
+    mapping's peak is reported, not optimised). `tag(frame)` (an integer per row, from its
+    `row:` columns) keeps the best mappings of every tag, not only of every group
+    (`prune_partial`; e.g. the least rest per key of a wildcard, `ffm.refine`).
     """
     order = list(workload.einsum_names)
     depth = max([int(t["fused_depth"].max()) for t in tables.values() if len(t)] + [0])
@@ -228,8 +234,8 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
             return df
 
         partial = join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth, fresh,
-                            lambda df: prune_partial(df, objectives, keep_peak=keep_peak), joined_parts)
-        frame = prune_partial(partial.frame, objectives, delta if i < len(order) - 1 else 0.0, keep_peak)
+                            lambda df: prune_partial(df, objectives, keep_peak=keep_peak, tag=tag), joined_parts)
+        frame = prune_partial(partial.frame, objectives, delta if i < len(order) - 1 else 0.0, keep_peak, tag)
         if narrow is not None:
             frame = narrow(i, frame).reset_index(drop=True)
         partial = Partial(frame, partial.keys)

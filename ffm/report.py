@@ -93,6 +93,13 @@ def _least_term_text(proof: Proof) -> str:
         return ""
     wild, rest = proof.least_term
     need = proof.bound - rest
+    done = [r for r in proof.refinements if r.wildcards == wild]
+    if done:
+        r = done[-1]
+        return (f" Its least term, with {', '.join(wild)} above {'its' if len(wild) == 1 else 'their'} budget"
+                f"{'s' * (len(wild) > 1)}, was refined by searching {'it' if len(wild) == 1 else 'them'} on demand "
+                f"to {energy_text(rest + sum(proof.budgets[e] for e in wild))}, but {r.cut} of its {r.keys} keyed "
+                f"searches were cut short.")
     if len(wild) == 1:
         (e,) = wild
         times = f" ({need / proof.minima[e]:.2f} times its minimum)" if proof.minima.get(e) else ""
@@ -127,6 +134,10 @@ def proof_lines(proof: Proof) -> list[str]:
                           f"{'were' if len(es) > 1 else 'was'} cut short by {'their' if len(es) > 1 else 'its'} {limit}"
                           for limit, es in by_limit.items())
                 if proof.cut_short else "the raises ran out of time")
+        last_refined = proof.refinements[-1] if proof.refinements else None
+        if last_refined and proof.least_term and last_refined.wildcards == proof.least_term[0]:
+            what = (f"the keyed searches refining the bound's least term ({', '.join(last_refined.wildcards)} above "
+                    f"budget) were cut short or ran out of time ({last_refined.cut} of {last_refined.keys})")
         basis = ("the wildcard bound over the tables complete within the budgets reached" if proof.budgets else
                  "the sum of each Einsum's minimum where found, else a lower bound on it")
         head = (f"  Energy proof: incomplete. {what[0].upper() + what[1:]}"
@@ -134,6 +145,13 @@ def proof_lines(proof: Proof) -> list[str]:
                 + f"; the best mapping found is {energy_text(proof.bound)}. The optimum is at "
                 f"least {energy_text(proof.lower)} ({basis}).")
         head += _least_term_text(proof)
+    if proof.refinements:
+        rs = proof.refinements
+        n = len(rs)
+        head += (f" {n} term{'s' * (n > 1)} of the bound {'were' if n > 1 else 'was'} refined by searching "
+                 f"{'their' if n > 1 else 'its'} wildcards on demand, within the keys the other Einsums' tables give "
+                 f"them (ffm.refine): {sum(r.keys for r in rs)} keyed searches, {sum(r.empty for r in rs)} of them "
+                 f"with no pmapping, {sum(r.cut for r in rs)} cut short, {sum(r.seconds for r in rs):.1f} s.")
     if proof.found > proof.bound:
         head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "
                  f"{energy_text(proof.bound)} (its first join, of each Einsum's least-energy pmappings together with "
@@ -153,9 +171,13 @@ def proof_lines(proof: Proof) -> list[str]:
         line += (f"{len(mine):>8}{sum(s.tile_shapes for s in mine):>14,}{sum(s.seconds for s in mine):>8.2f}"
                  if mine else f"{'-':>8}{'-':>14}{'-':>8}")
         searches = ([first] if first else []) + mine
-        retried = sum(not s.complete for s in searches[:-1])  # a raise cut short is tried again, smaller
-        note = ([f"{retried} raise{'s' * (retried > 1)} cut short, retried smaller"] if retried else []) + \
-            ([f"cut short: {searches[-1].stopped_by}"] if searches and not searches[-1].complete else [])
+        # a raise cut short is tried again, smaller, or the proof goes on by refining terms;
+        # only an incomplete proof's last search cut short is what stopped it
+        final = not proof.proven and not proof.refinements and bool(searches) and not searches[-1].complete
+        retried = sum(not s.complete for s in (searches[:-1] if final else searches))
+        again = ", retried smaller" if not proof.refinements else ""
+        note = ([f"{retried} raise{'s' * (retried > 1)} cut short{again}"] if retried else []) + \
+            ([f"cut short: {searches[-1].stopped_by}"] if final else [])
         lines.append(line + (f" ({'; '.join(note)})" if note else ""))
     return lines
 

@@ -53,6 +53,7 @@ class Bound:
     full: SearchResult | None
     evaluated: int
     rest: float = math.inf  # the least term's joins of the other Einsums (term minus the wildcards' budgets)
+    refined: bool = False  # the least term's value is its refinement's (`ffm.refine`), not budgets plus joins
 
 
 def parts(workload: Workload, einsums) -> list[frozenset[str]]:
@@ -89,10 +90,21 @@ class WildcardBound:
         self.w, self.a, self.progress = workload, arch, progress
         self._join = join or (lambda tables, sub: search(tables, sub, arch, "energy", epsilon=0.0, scout=0))
         self._parts: dict[frozenset, tuple[float, SearchResult | None]] = {}
+        self._refined: dict[tuple[str, ...], float] = {}
 
     def forget(self, einsum: str) -> None:
-        """`einsum`'s table changed: the joins of the parts holding it no longer hold."""
+        """`einsum`'s table changed: the joins of the parts holding it no longer hold, nor
+        the refined terms where it is not a wildcard (a refined term stays a bound when its
+        own wildcards' budgets rise: fewer mappings have those wildcards)."""
         self._parts = {c: v for c, v in self._parts.items() if einsum not in c}
+        self._refined = {w: v for w, v in self._refined.items() if einsum in w}
+
+    def refine(self, wildcards: tuple[str, ...], value: float) -> None:
+        """The term of `wildcards` is at least `value` (`ffm.refine.refine`)."""
+        self._refined[wildcards] = max(value, self._refined.get(wildcards, -math.inf))
+
+    def refined(self, wildcards: tuple[str, ...]) -> bool:
+        return wildcards in self._refined
 
     def _part(self, part: frozenset, tables: dict[str, pd.DataFrame], bar: tqdm) -> float:
         if part not in self._parts:
@@ -123,7 +135,7 @@ class WildcardBound:
         extra = sorted((max(budgets[e] - least[e], 0.0), e) for e in order)  # what a wildcard adds to the base
         base0 = sum(least.values())
         known = len(self._parts)
-        best, best_w, rest = math.inf, None, math.inf
+        best, best_w, rest, refined = math.inf, None, math.inf, False
         heap = [(base0, -1, ())]
         lower, terms = None, 0
         bar = tqdm(desc="proof: wildcard bound", unit="part", disable=not self.progress)
@@ -138,16 +150,18 @@ class WildcardBound:
                 if chosen:
                     heapq.heappush(heap, (base - extra[last][0] + extra[last + 1][0], last + 1,
                                           chosen[:-1] + (last + 1,)))
-            wild = {extra[i][1] for i in chosen}
-            value = at = sum(budgets[e] for e in order if e in wild)
+            wild = tuple(e for e in order if e in {extra[i][1] for i in chosen})
+            value = at = sum(budgets[e] for e in wild)
             for part in parts(self.w, [e for e in order if e not in wild]):
                 value += self._part(part, tables, bar)
                 if value >= best:
                     break
+            better = self._refined.get(wild, -math.inf) > value
+            value = max(value, self._refined.get(wild, -math.inf))
             if value < best:
-                best, best_w, rest = value, tuple(e for e in order if e in wild), value - at
+                best, best_w, rest, refined = value, wild, value - at, better
         bar.close()
         if lower is None:
             lower = best
         full = self._parts.get(frozenset(order), (math.inf, None))[1]
-        return Bound(lower, best_w or (), best, full, len(self._parts) - known, rest)
+        return Bound(lower, best_w or (), best, full, len(self._parts) - known, rest, refined)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import replace
 
@@ -70,13 +71,67 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
     return out, new_templates
 
 
-def _job(args):
+def _search(args) -> tuple[pd.DataFrame, list[Template], Stats]:
     einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows = args
     if budget is not None and rising:
-        return einsum, generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit)
+        return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit)
     if budget is None:
-        return einsum, generate(einsum, workload, arch, constraints, objectives, time_limit)
-    return einsum, generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
+        return generate(einsum, workload, arch, constraints, objectives, time_limit)
+    return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
+
+
+def _job(item):
+    key, args = item
+    return key, _search(args)
+
+
+def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool = True, desc: str = "pmapgen",
+                 stop_when_incomplete: bool = False, unit: str = "einsum", deadline: float | None = None) -> dict:
+    """{key: (table, templates, stats)} for `jobs`, each (key, (einsum, workload, arch,
+    constraints, objectives, time_limit, budget, rising, max_rows)), run `workers` at a time
+    in worker processes (default one per core; 1: in this process). `stop_when_incomplete`
+    starts no job after one is cut short, and none starts after `deadline` (a
+    `time.perf_counter()` value, which also shortens the time limits of those it starts);
+    the jobs left out are missing from the result."""
+    in_process = workers == 1
+    workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
+    results = {}
+    bar = tqdm(total=len(jobs), desc=desc, unit=unit, disable=not progress)
+    queue = list(jobs)
+
+    def next_job():  # None: nothing more to start
+        if deadline is None:
+            return queue.pop(0) if queue else None
+        left = deadline - time.perf_counter()
+        if not queue or left <= 0:
+            return None
+        key, args = queue.pop(0)
+        limit = left if args[5] is None else min(args[5], left)
+        return key, (*args[:5], limit, *args[6:])
+
+    if in_process:
+        while (job := next_job()) is not None:
+            key, res = _job(job)
+            results[key] = res
+            bar.update()
+            if stop_when_incomplete and not res[2].complete:
+                break
+    else:
+        with ProcessPoolExecutor(workers, initializer=mmap_threshold, initargs=(WORKER_THRESHOLD,)) as pool:
+            # submitted `workers` at a time, so that a stop leaves nothing queued
+            running = {pool.submit(_job, job) for job in (next_job() for _ in range(workers)) if job is not None}
+            while running:
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    key, res = future.result()
+                    results[key] = res
+                    bar.update()
+                    if stop_when_incomplete and not res[2].complete:
+                        queue.clear()
+                while len(running) < workers and (job := next_job()) is not None:
+                    running.add(pool.submit(_job, job))
+    bar.close()
+    return results
 
 
 def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None = None,
@@ -118,34 +173,9 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         unique.sort(key=lambda e: -math.prod(workload.rank_sizes[r] for r in workload.einsum(e).rank_variables))
     budget = {rep: max((budgets[e] for e in names if same_as[e] == rep and e in budgets),
                        default=None) for rep in unique}
-    jobs = [(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows)
+    jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows))
             for e in unique]
-    in_process = workers == 1
-    workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
-    results = {}
-    bar = tqdm(total=len(jobs), desc=desc, unit="einsum", disable=not progress)
-    if in_process:
-        for job in jobs:
-            e, res = _job(job)
-            results[e] = res
-            bar.update()
-            if stop_when_incomplete and not res[2].complete:
-                break
-    else:
-        with ProcessPoolExecutor(workers, initializer=mmap_threshold, initargs=(WORKER_THRESHOLD,)) as pool:
-            queue = list(jobs)  # submitted `workers` at a time, so that a stop leaves nothing queued
-            running = {pool.submit(_job, queue.pop(0)) for _ in range(min(workers, len(queue)))}
-            while running:
-                done, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    e, res = future.result()
-                    results[e] = res
-                    bar.update()
-                    if stop_when_incomplete and not res[2].complete:
-                        queue.clear()
-                while queue and len(running) < workers:
-                    running.add(pool.submit(_job, queue.pop(0)))
-    bar.close()
+    results = run_searches(jobs, workers, progress, desc, stop_when_incomplete)
     out = {}
     for e in names:
         rep = same_as[e]

@@ -306,6 +306,22 @@ def test_the_proof_names_the_limit_that_cut_each_search_short():
             "of their constraints, at 6.5 pJ: raising budgets closes that term only once theirs add up to 3.5 pJ "
             "(now 2 pJ).") in " ".join(" ".join(proof_lines(both)).split())
     assert "least term" not in " ".join(proof_lines(replace(proof, least_term=((), 10.0))))
+    # a proof that went on to refine the least term (ffm.refine), and stopped there
+    from ffm.refine import Refinement
+    refined = replace(proof, least_term=(("QK",), 8.0),
+                      refinements=(Refinement(("V", "QK"), 10.0, 4, 4, 0, 0, 1.0),
+                                   Refinement(("QK",), 9.0, keys=10, empty=7, cut=1, rows=5, seconds=2.0)))
+    lines = proof_lines(refined)
+    words = " ".join(" ".join(lines).split())
+    assert ("The keyed searches refining the bound's least term (QK above budget) were cut short or ran out of time "
+            "(1 of 10)") in words
+    assert ("Its least term, with QK above its budget, was refined by searching it on demand to 9 pJ, but 1 of its "
+            "10 keyed searches were cut short.") in words
+    assert ("2 terms of the bound were refined by searching their wildcards on demand, within the keys the other "
+            "Einsums' tables give them (ffm.refine): 14 keyed searches, 11 of them with no pmapping, 1 cut short, "
+            "3.0 s.") in words
+    row = {e: next(line for line in lines if line.strip().startswith(e + " ")) for e in minima}
+    assert row["QK"].endswith("(2 raises cut short)")  # the raises did not stop the proof
     two = Proof(10.0, 8.0, {"V": 1.0}, {"V": 1.0}, incomplete=("V", "K"),
                 steps=(("minima", {"V": raise_1["V"], "K": raise_1["V"]}),))
     assert "The budgeted searches of V, K were cut short by their time limit;" in " ".join(" ".join(proof_lines(two)).split())

@@ -1,0 +1,203 @@
+"""Refining a term of the wildcard bound: its wildcards searched on demand, within the keys
+the other Einsums give them (docs/mapper.md, "Energy proof").
+
+A term of the wildcard bound (`ffm.wildcards`) with wildcards W counts each w in W at its
+budget b_w: w's table says nothing of its pmappings above b_w, so the term lets w join
+anything. But in a mapping M below U whose wildcards are W, the other Einsums' pmappings
+are in their tables (or dominated there within their compatibility groups), and they fix
+the c_T of every tensor a wildcard shares with them. For each wildcard e:
+
+1. **the rest by key**: the join over the other Einsums' tables (keys cut to what they
+   share, `ffm.wildcards.cut_keys`) keeps the least mapping of every tag, the c_T those
+   rows give e's shared tensors (`ffm.join.join`'s `tag`): R_e(c), the least energy of the
+   rest when it gives e the key c. M's rest costs at least R_e(c) for the c it gives e:
+   restricted to the rest, M is a valid mapping of that sub-workload (the argument of
+   `ffm.wildcards`), and each of its pmappings is dominated by a table row of the same
+   full compatibility group, hence of the same c_T.
+2. **keyed searches**: so e's pmapping in M costs less than
+   β_e(c) = U - R_e(c) - (the other wildcards' budgets). A budgeted prefix search of e
+   within β_e(c) with c fixed (`Constraints.tensor_keys`) holds it or a pmapping that
+   dominates it within its group. Keys with β_e(c) <= b_e need no search (e is above
+   its budget in M). Most keys the rest would like, no pmapping of e can give, and the
+   search that shows it is quick.
+3. **the value**: M costs at least R_e(c) + e's least cost there (above b_e, at least the
+   keyed table's least, or a cut search's `Stats.lower_bound`) + the other wildcards'
+   budgets, least over c: one bound per wildcard, the largest is taken. And the exact
+   join over all tables, each wildcard's table together with its keyed rows, costs at most
+   M's energy when every key M gives its wildcards was searched to the end; keys cut short
+   bound M by the per-key sum instead. The refined term is the larger of the two; U or
+   more closes it. A mapping the join finds below U is a better result.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+import numpy as np
+import pandas as pd
+
+from arch.model import Arch
+from ffm.join import join
+from ffm.search import SearchResult, search
+from ffm.wildcards import cut_keys
+from pmapgen import Constraints
+from pmapgen.all_einsums import run_searches, union
+from workloads.model import Workload
+
+RTOL = 1e-9  # energies equal up to summation order
+
+
+@dataclass(frozen=True)
+class Refinement:
+    """What refining the term of `wildcards` found: `value` is at most the energy of every
+    mapping below U whose wildcards are these (U or more: none is). `keys` keyed searches
+    were run or due, `empty` of them completed with no pmapping, `cut` were cut short or
+    not started (a deadline), keeping `rows` pmappings in all."""
+    wildcards: tuple[str, ...]
+    value: float
+    keys: int = 0
+    empty: int = 0
+    cut: int = 0
+    rows: int = 0
+    seconds: float = 0.0
+
+    @property
+    def complete(self) -> bool:
+        return self.cut == 0
+
+
+def tagged_tensors(workload: Workload, wildcards, einsum: str) -> dict[str, str]:
+    """{tensor: Einsum}: each input of `einsum` whose producer is not a wildcard, and that
+    producer (its rows give the tensor's c_T). Outputs are left free: tagging them by
+    their consumers' rows multiplies the rows the rest's join keeps past the producers
+    of the inputs by every key of each output (4.7 GB at batch 1, twenty-third session)."""
+    out = {}
+    for u in workload.einsum(einsum).inputs:
+        producer = workload.producer(u.tensor)
+        if producer is not None and producer not in wildcards:
+            out[u.tensor] = producer
+    return out
+
+
+def _join_energy(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, names: list[str]) -> float:
+    """The least energy of the join over `names` as a sub-workload (keys cut to what they
+    share; 0 for none)."""
+    if not names:
+        return 0.0
+    if any(not len(tables[e]) for e in names):
+        return math.inf
+    sub = workload.restricted(names)
+    full = join({e: cut_keys(tables[e], sub) for e in names}, sub, arch, ("energy",))
+    return float(full["energy"].min()) if len(full) else math.inf
+
+
+def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame], wildcards, einsum: str,
+                limit: float) -> dict[tuple, float]:
+    """{key: R}: for each key (((tensor, c_T), ...) sorted) the Einsums that are not
+    `wildcards` can give `einsum`'s inputs, a lower bound R on their energy when they do,
+    where below `limit`.
+
+    The rest is split after the last producer of a tagged input: R is the least energy of
+    the join over the Einsums up to it that gives the key (`ffm.join.join`'s `tag`) plus
+    the least of the join over the Einsums after it. Each of the two is a valid mapping of
+    its own sub-workload, so the sum bounds the rest's join, and tags multiply only the
+    first join's rows (joined whole, the rest kept 4.7 GB of tagged rows at batch 1; split,
+    its least is 121.356 mJ where the whole one's is 121.389)."""
+    rest = [e for e in workload.einsum_names if e not in wildcards]
+    tagged = sorted(tagged_tensors(workload, wildcards, einsum).items())
+    if not tagged:
+        energy = _join_energy(tables, workload, arch, rest)
+        return {(): energy} if energy < limit else {}
+    last = max(rest.index(user) for _, user in tagged)
+    first, after = rest[:last + 1], rest[last + 1:]
+    tail = _join_energy(tables, workload, arch, after)
+    if any(not len(tables[e]) for e in first) or tail >= limit:
+        return {}
+    codes, uniques, radix = [], [], 1
+    for t, user in tagged:  # code 0: the user is not joined yet
+        c, u = pd.factorize(pd.Series([dict(k[0])[t] for k in tables[user]["compat"]]))
+        codes.append((user, tables[user].index, (c + 1) * radix))
+        uniques.append(list(u))
+        radix *= len(u) + 1
+
+    def tag(frame: pd.DataFrame) -> np.ndarray:
+        out = np.zeros(len(frame), dtype=np.int64)
+        for user, index, code in codes:
+            if f"row:{user}" in frame.columns:
+                out += code[index.get_indexer(frame[f"row:{user}"].to_numpy())]
+        return out
+
+    low = np.array([float(tables[e]["energy"].min()) for e in first])
+    later = np.concatenate([np.cumsum(low[::-1])[::-1][1:], [0.0]])  # the least the Einsums after step i add
+
+    def admit(i: int, frame: pd.DataFrame) -> np.ndarray:
+        return frame["energy"].to_numpy(dtype=float) + later[i] + tail < limit
+
+    sub = workload.restricted(first)
+    full = join({e: cut_keys(tables[e], sub) for e in first}, sub, arch, ("energy",), admit=admit, tag=tag)
+    if full.empty:
+        return {}
+    least = full.assign(tag=tag(full)).groupby("tag")["energy"].min()
+    out = {}
+    for code, energy in least.items():
+        key, rem = [], int(code)
+        for (t, _), u in zip(tagged, uniques):
+            rem, digit = divmod(rem, len(u) + 1)
+            key.append((t, u[digit - 1]))
+        out[tuple(key)] = float(energy) + tail
+    return out
+
+
+def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, float], wildcards: tuple[str, ...],
+           bound: float, constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
+           deadline: float | None = None, workers: int | None = None, progress: bool = False,
+           ) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
+    """(the refinement of the term of `wildcards`, a mapping below `bound` (U) if its join
+    found one: (results it indexes, SearchResult)). `results` holds each Einsum's table
+    (`generate_all`-style) complete within `budgets`; each keyed search gets `time_limit`
+    seconds and none starts after `deadline` (`time.perf_counter()`)."""
+    start = time.perf_counter()
+    tables = {e: r[0] for e, r in results.items()}
+    at = sum(budgets[w] for w in wildcards)
+    rests = {e: rest_by_key(workload, arch, tables, wildcards, e, bound * (1 - RTOL) - at) for e in wildcards}
+    jobs = []
+    for e in wildcards:
+        base = (constraints or {}).get(e) or Constraints()
+        for key, r in sorted(rests[e].items(), key=lambda kv: kv[1]):
+            beta = bound - r - (at - budgets[e])
+            cons = replace(base, tensor_keys={**base.tensor_keys, **dict(key)})
+            jobs.append(((e, key), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
+    got = run_searches(jobs, workers, progress, desc=f"proof: refine {', '.join(wildcards)}", unit="key",
+                       deadline=deadline)
+    per_key, cut_bound = [], math.inf
+    empty = cut = rows = 0
+    for e in wildcards:
+        least = math.inf
+        for key, r in rests[e].items():
+            res = got.get((e, key))
+            if res is not None and res[2].complete and res[0].empty:
+                empty += 1
+                continue
+            done = res is not None and res[2].complete
+            floor = float(res[0]["energy"].min()) if done else res[2].lower_bound if res is not None else 0.0
+            v = r + (at - budgets[e]) + max(budgets[e], floor)
+            least = min(least, v)
+            if not done:
+                cut += 1
+                cut_bound = min(cut_bound, v)
+            rows += 0 if res is None else len(res[0])
+        per_key.append(least)
+    value = max(per_key)
+    best = None
+    if value < bound * (1 - RTOL):
+        both = dict(results)
+        for (e, _), res in got.items():
+            if len(res[0]):
+                both = union(both, {e: res})
+        # exact, pruned against U from the start (the U mapping need not be in these tables)
+        found = search({e: r[0] for e, r in both.items()}, workload, arch, "energy", epsilon=0.0, known=bound)
+        energy = float(found.best["energy"].iloc[0]) if not found.best.empty else math.inf
+        if energy < bound * (1 - RTOL):
+            best = (both, found)
+        value = max(value, min(energy, cut_bound))
+    return Refinement(tuple(wildcards), value, len(jobs), empty, cut, rows, time.perf_counter() - start), best
