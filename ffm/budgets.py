@@ -31,9 +31,10 @@ join can search exactly:
    so this closes terms no raise can reach (at batch 1, QK's: raises would need its
    budget at 1.66 times its minimum). A refinement is tried when the least term is one
    wildcard that the largest raise would not close in one step, and for every least term
-   once the raises stop (one cut short with no smaller raise to try, or RAISE_SHARE of
-   the step's time spent). A least term refined before, whose keyed searches were cut
-   short, ends the proof incomplete.
+   once the raises stop (one cut short with no smaller raise to try, or their time, the
+   Einsums' time limits together, spent; refinements may go on REFINE_SHARE of that
+   longer). A least term refined before, whose keyed searches were cut short, ends the
+   proof incomplete.
 
 When the bound reaches U, no mapping is below U: the U mapping is the exact optimum. A
 raise cut short (its time limit, or RAISE_ROWS waiting rows) is tried again at half its
@@ -66,7 +67,7 @@ from workloads.model import Workload
 RTOL = 1e-9  # budgets equal up to summation order
 MIN_RAISE = 0.01  # a raised budget grows by at least this share (`raise_step`) ...
 MAX_RAISE = 0.05  # ... and at most this one: QK at batch 1 takes 30 s within 1.14x its minimum, 120 s within 1.26x
-RAISE_SHARE = 0.5  # of the proof's step-2 time: raises past 3.29 mJ of QK's budget no longer lift the batch-1 bound
+REFINE_SHARE = 0.5  # refinements may go on past the raises' time by this share of it
 RAISE_ROWS = 1 << 22  # a raise's search stops once this many partial rows wait (about 1 GB at batch 1)
 
 
@@ -169,9 +170,9 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     tables = dict(res)
     budgets = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
     wild = WildcardBound(workload, arch, progress=progress)
-    deadline = None if time_limit is None else time.perf_counter() + len(order) * time_limit
-    # the raises' share: past it they stop and refinements (`ffm.refine`) take the rest
-    raises_until = None if time_limit is None else time.perf_counter() + len(order) * time_limit * RAISE_SHARE
+    # the raises may take every Einsum's time limit, the refinements (`ffm.refine`) a share more
+    raises_until = None if time_limit is None else time.perf_counter() + len(order) * time_limit
+    deadline = None if time_limit is None else raises_until + len(order) * time_limit * REFINE_SHARE
     most = {e: MAX_RAISE for e in order}  # the largest share a raise may add: half the last one cut short
     refinements: list[Refinement] = []
     raising = True  # False once a raise was cut short with no smaller one to try

@@ -138,6 +138,8 @@ def proof_lines(proof: Proof) -> list[str]:
         if last_refined and proof.least_term and last_refined.wildcards == proof.least_term[0]:
             what = (f"the keyed searches refining the bound's least term ({', '.join(last_refined.wildcards)} above "
                     f"budget) were cut short or ran out of time ({last_refined.cut} of {last_refined.keys})")
+        elif last_refined:  # with refinements, the only other stop is the deadline
+            what = "the raises and refinements ran out of time"
         basis = ("the wildcard bound over the tables complete within the budgets reached" if proof.budgets else
                  "the sum of each Einsum's minimum where found, else a lower bound on it")
         head = (f"  Energy proof: incomplete. {what[0].upper() + what[1:]}"
@@ -151,11 +153,12 @@ def proof_lines(proof: Proof) -> list[str]:
         head += (f" {n} term{'s' * (n > 1)} of the bound {'were' if n > 1 else 'was'} refined by searching "
                  f"{'their' if n > 1 else 'its'} wildcards on demand, within the keys the other Einsums' tables give "
                  f"them (ffm.refine): {sum(r.keys for r in rs)} keyed searches, {sum(r.empty for r in rs)} of them "
-                 f"with no pmapping, {sum(r.cut for r in rs)} cut short, {sum(r.seconds for r in rs):.1f} s.")
+                 f"with no pmapping, {sum(r.cut for r in rs)} cut short or not started, {sum(r.seconds for r in rs):.1f} s.")
     if proof.found > proof.bound:
         head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "
                  f"{energy_text(proof.bound)} (its first join, of each Einsum's least-energy pmappings together with "
-                 f"those found before, then coordinate descent; or a join over the raised tables).")
+                 f"those found before, then coordinate descent; or a join over the raised tables or a refinement's "
+                 f"keyed rows).")
     lines = textwrap.wrap(head.strip(), 100, initial_indent="  ", subsequent_indent="    ")
     if not proof.proven and proof.lower > 0:
         lines.append(f"    So the result is within {proof.bound / proof.lower:.2f}x of the optimum.")

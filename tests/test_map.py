@@ -318,8 +318,11 @@ def test_the_proof_names_the_limit_that_cut_each_search_short():
     assert ("Its least term, with QK above its budget, was refined by searching it on demand to 9 pJ, but 1 of its "
             "10 keyed searches were cut short.") in words
     assert ("2 terms of the bound were refined by searching their wildcards on demand, within the keys the other "
-            "Einsums' tables give them (ffm.refine): 14 keyed searches, 11 of them with no pmapping, 1 cut short, "
-            "3.0 s.") in words
+            "Einsums' tables give them (ffm.refine): 14 keyed searches, 11 of them with no pmapping, 1 cut short or not "
+            "started, 3.0 s.") in words
+    stopped = replace(refined, least_term=(("V", "QK"), 6.5))  # a least term not refined: the deadline stopped it
+    assert "The raises and refinements ran out of time; the best mapping found is 10 pJ" in \
+        " ".join(" ".join(proof_lines(stopped)).split())
     row = {e: next(line for line in lines if line.strip().startswith(e + " ")) for e in minima}
     assert row["QK"].endswith("(2 raises cut short)")  # the raises did not stop the proof
     two = Proof(10.0, 8.0, {"V": 1.0}, {"V": 1.0}, incomplete=("V", "K"),
