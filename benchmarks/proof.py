@@ -3,9 +3,16 @@
     python benchmarks/proof.py [--workload matmul_chain] [--arch simple]
         [--set length=2 M=512 big=1024 small=256] [--time-limit 0.2] [--proof-time 600] [--exhaustive]
 
+The batch-1 figures of docs/mapper.md ("Step 3: refining the least term"):
+
+    python benchmarks/proof.py --workload gpt3 --arch tpuv4i --set batch=1 seq_len=2048 \
+        --time-limit 15 --proof-time 60
+
 Runs `ffm.map` for energy with pmapgen cut short at `--time-limit` seconds per Einsum and
 the proof after it, and prints the best mapping found before the proof, the proof's steps
-(seconds, partial pmappings built) and the result; with `--exhaustive`, also the run
+(seconds, partial pmappings built), its refinements of the bound's terms (`ffm.refine`:
+keyed searches, empty, cut short, seconds, closed or not), the lower bound and the result;
+with `--exhaustive`, also the run
 without a time limit, to compare times and check the two optima are equal.
 """
 from __future__ import annotations
@@ -46,6 +53,12 @@ def main() -> None:
             done = all(st.complete for st in stats.values())
             print(f"  step {name}: {len(stats)} Einsums, {rows:,} partial rows, {secs:.1f} s of search, "
                   f"{'complete' if done else 'INCOMPLETE'}")
+        for k, ref in enumerate(proof.refinements, 1):  # ffm.refine, in the order the proof ran them
+            state = "closed" if ref.value >= proof.bound * (1 - 1e-9) else f"stands at {ref.value:.6g} pJ"
+            print(f"  refinement {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches, {ref.empty} empty, "
+                  f"{ref.cut} cut short or not started, {ref.rows:,} rows, {ref.seconds:.1f} s; {state}")
+        print(f"  the optimum is at least {proof.lower:.6g} pJ: within {proof.bound / proof.lower:.4f}x"
+              if proof.lower > 0 else "  no lower bound")
     if args.exhaustive:
         start = time.perf_counter()
         x = ffm.map(args.workload, args.arch, variables=variables, progress=False, workers=args.workers)
