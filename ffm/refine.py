@@ -52,7 +52,9 @@ class Refinement:
     """What refining the term of `wildcards` found: `value` is at most the energy of every
     mapping below U whose wildcards are these (U or more: none is). `keys` keyed searches
     were run or due, `empty` of them completed with no pmapping, `cut` were cut short or
-    not started (a deadline), keeping `rows` pmappings in all."""
+    not started (a deadline), keeping `rows` pmappings in all. `least` says what each
+    wildcard costs at least in such a mapping (its budget, or more once its keys were
+    searched)."""
     wildcards: tuple[str, ...]
     value: float
     keys: int = 0
@@ -60,6 +62,7 @@ class Refinement:
     cut: int = 0
     rows: int = 0
     seconds: float = 0.0
+    least: tuple[tuple[str, float], ...] = ()  # (wildcard, what it costs at least in a mapping of the term below U)
 
     @property
     def complete(self) -> bool:
@@ -148,6 +151,14 @@ def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame],
     return out
 
 
+def search_order(workload: Workload, wildcards, rests: dict[str, dict]) -> list[str]:
+    """The order the wildcards are searched in: most tagged inputs first (their keys fix
+    more, so their searches are quicker: at batch 1, AV's keyed searches take under a
+    second and Q's, keyed by I's c_T alone, 1 to 60 s), then fewest keys."""
+    return sorted(wildcards, key=lambda e: (-len(tagged_tensors(workload, wildcards, e)), len(rests[e]),
+                                            list(wildcards).index(e)))
+
+
 def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, float], wildcards: tuple[str, ...],
            bound: float, constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
            deadline: float | None = None, workers: int | None = None, progress: bool = False,
@@ -155,39 +166,54 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     """(the refinement of the term of `wildcards`, a mapping below `bound` (U) if its join
     found one: (results it indexes, SearchResult)). `results` holds each Einsum's table
     (`generate_all`-style) complete within `budgets`; each keyed search gets `time_limit`
-    seconds and none starts after `deadline` (`time.perf_counter()`)."""
+    seconds and none starts after `deadline` (`time.perf_counter()`).
+
+    The wildcards are searched one after the other (`search_order`). Once all of e's keys
+    are searched, e costs at least L_e in a mapping of this term (the least over its keys
+    of its keyed table's least, or its search's lower bound, and at least b_e), so the
+    wildcards after it are searched within U - R(c) - L_e - ..., and a wildcard whose
+    per-key sums reach U closes the term without searching the others."""
     start = time.perf_counter()
     tables = {e: r[0] for e, r in results.items()}
     at = sum(budgets[w] for w in wildcards)
     rests = {e: rest_by_key(workload, arch, tables, wildcards, e, bound * (1 - RTOL) - at) for e in wildcards}
-    jobs = []
-    for e in wildcards:
+    least = {e: budgets[e] for e in wildcards}  # L_e: what e costs at least in a mapping of this term
+    floors: dict[str, dict[tuple, tuple[float, bool] | None]] = {}  # e: {key: (e's least there, complete) | None: empty}
+    got: dict = {}
+    keys = empty = rows = 0
+    for e in search_order(workload, wildcards, rests):
+        others = sum(least[w] for w in wildcards if w != e)
         base = (constraints or {}).get(e) or Constraints()
+        jobs, floors[e] = [], {}
         for key, r in sorted(rests[e].items(), key=lambda kv: kv[1]):
-            beta = bound - r - (at - budgets[e])
+            beta = bound - r - others
+            if beta <= budgets[e]:  # e would cost less than its budget there: not a mapping of this term
+                floors[e][key] = None
+                continue
             cons = replace(base, tensor_keys={**base.tensor_keys, **dict(key)})
             jobs.append(((e, key), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
-    got = run_searches(jobs, workers, progress, desc=f"proof: refine {', '.join(wildcards)}", unit="key",
-                       deadline=deadline)
-    per_key, cut_bound = [], math.inf
-    empty = cut = rows = 0
-    for e in wildcards:
-        least = math.inf
-        for key, r in rests[e].items():
-            res = got.get((e, key))
-            if res is not None and res[2].complete and res[0].empty:
+        keys += len(jobs)
+        done = run_searches(jobs, workers, progress, desc=f"proof: refine {', '.join(wildcards)}: {e}", unit="key",
+                            deadline=deadline) if jobs else {}
+        for (_, key), _args in jobs:
+            res = done.get((e, key))
+            if res is None:  # not started: the deadline
+                floors[e][key] = (budgets[e], False)
+            elif res[2].complete and res[0].empty:
+                floors[e][key] = None
                 empty += 1
-                continue
-            done = res is not None and res[2].complete
-            floor = float(res[0]["energy"].min()) if done else res[2].lower_bound if res is not None else 0.0
-            v = r + (at - budgets[e]) + max(budgets[e], floor)
-            least = min(least, v)
-            if not done:
-                cut += 1
-                cut_bound = min(cut_bound, v)
-            rows += 0 if res is None else len(res[0])
-        per_key.append(least)
-    value = max(per_key)
+            else:
+                rows += len(res[0])
+                floor = float(res[0]["energy"].min()) if res[2].complete else res[2].lower_bound
+                floors[e][key] = (max(budgets[e], floor), res[2].complete)
+        got.update(done)
+        least[e] = min((f[0] for f in floors[e].values() if f is not None), default=math.inf)
+        if per_key(e, rests, floors, least, wildcards)[0] >= bound * (1 - RTOL):
+            break  # e's keys close the term: the others need no search
+    values = [per_key(e, rests, floors, least, wildcards) for e in floors]
+    value = max(v for v, _ in values)
+    cut_bound = min(c for _, c in values)
+    cut = sum(not f[1] for fs in floors.values() for f in fs.values() if f is not None)
     best = None
     if value < bound * (1 - RTOL):
         both = dict(results)
@@ -200,4 +226,24 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
         if energy < bound * (1 - RTOL):
             best = (both, found)
         value = max(value, min(energy, cut_bound))
-    return Refinement(tuple(wildcards), value, len(jobs), empty, cut, rows, time.perf_counter() - start), best
+    return Refinement(tuple(wildcards), value, keys, empty, cut, rows, time.perf_counter() - start,
+                      tuple((e, least[e]) for e in wildcards)), best
+
+
+def per_key(e: str, rests: dict[str, dict], floors: dict[str, dict], least: dict[str, float],
+            wildcards) -> tuple[float, float]:
+    """(the least over e's keys of R_e(c) + e's least there + the other wildcards' L_w,
+    the same over the keys whose search was cut short or not started): a mapping of the
+    term costs at least the first, and one giving a wildcard a key cut short, at least the
+    second. Keys where no pmapping of e can be (None: an empty search, or a budget β_e(c)
+    at most b_e) count at nothing."""
+    others = sum(least[w] for w in wildcards if w != e)
+    value = cut = math.inf
+    for key, f in floors[e].items():
+        if f is None:
+            continue
+        v = rests[e][key] + others + f[0]
+        value = min(value, v)
+        if not f[1]:
+            cut = min(cut, v)
+    return value, cut

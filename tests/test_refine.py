@@ -1,7 +1,9 @@
 """Refining the wildcard bound's terms (`ffm.refine`): the rest's least energy per key a
 wildcard's inputs can take equals the joins over tables cut to that key, computed
-separately; the proof that refines terms is checked end to end against brute force in
-tests/test_budgets.py (every raise cut short)."""
+separately; a refined term of one or two wildcards is at most the best brute-force mapping
+of that term (its wildcards above their budgets, every other Einsum within), and a mapping
+it finds is a real one below U. The proof that refines terms is checked end to end against
+brute force in tests/test_budgets.py (every raise cut short)."""
 from __future__ import annotations
 
 import math
@@ -10,9 +12,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ffm.refine import _join_energy, rest_by_key, tagged_tensors
+from functools import reduce
+
+from ffm.refine import _join_energy, refine, rest_by_key, tagged_tensors
 from pmapgen import generate
-from tests.test_search import RTOL, SETTINGS, _bump, problems, report  # noqa: F401
+from tests.test_search import RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, fits, problems, report  # noqa: F401
 
 
 def check_rest_by_key(workload, arch, pick: int) -> None:
@@ -58,3 +62,81 @@ def check_rest_by_key(workload, arch, pick: int) -> None:
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_the_rest_by_key_is_the_join_over_tables_cut_to_each_key(problem, pick):
     check_rest_by_key(*problem, pick=pick)
+
+
+def term_optimum(bf: BruteForce, budgets: dict[str, float], wildcards,
+                 max_evaluations: int = 3_000) -> tuple[float, dict[str, float]]:
+    """The least energy of a legal mapping that fits, among the brute force's combinations
+    whose pmappings are above their Einsum's budget exactly for `wildcards` (inf if none),
+    and each Einsum's energy in it."""
+    bit = {e: 1 << k for k, e in enumerate(bf.names)}
+    want = sum(bit[e] for e in wildcards)
+    masks = [reduce(np.add.outer, [(c.energy[ix] > budgets[e]) * bit[e] for e, c, ix in zip(bf.names, bf.cands, b)])
+             .ravel() for b in bf.blocks]
+    mask = np.concatenate(masks) if masks else np.zeros(0, dtype=int)
+    flats = np.flatnonzero(mask == want)
+    for n, flat in enumerate(flats[np.argsort(bf.energy[flats], kind="stable")]):
+        if n >= max_evaluations:
+            raise TooBig("evaluations")
+        ev = bf._evaluate(int(flat))
+        if ev is not None and ev.valid and fits(ev, bf.a, 0.0):
+            b = int(np.searchsorted(bf.offsets, flat, side="right")) - 1
+            where = np.unravel_index(flat - bf.offsets[b], tuple(len(ix) for ix in bf.blocks[b]))
+            return float(ev.energy_pJ), {e: float(c.energy[ix[i]])
+                                         for e, c, ix, i in zip(bf.names, bf.cands, bf.blocks[b], where)}
+    return math.inf, {}
+
+
+def check_refine(workload, arch, pick: int) -> None:
+    try:
+        bf = BruteForce(workload, arch, 3_000_000, 500_000)
+    except TooBig as too_big:
+        _bump(f"skipped (too many {too_big.args[0]})")
+        return
+    order = list(workload.einsum_names)
+    generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
+    rng = np.random.default_rng(pick)
+    wildcards = tuple(sorted(rng.choice(order, size=min(len(order), int(rng.integers(1, 3))), replace=False),
+                             key=order.index))
+    budgets, results = {}, {}
+    for e, (t, templates, stats) in generated.items():  # each table complete within a random budget
+        low, high = float(t["energy"].min()), float(t["energy"].max())
+        top = (low + high) / 2 if e in wildcards else high  # wildcards: low enough that some pmapping is above
+        budgets[e] = low * 0.9 + rng.random() * (top - low * 0.9)
+        results[e] = (t[t["energy"] <= budgets[e]], templates, stats)
+    try:
+        truth, (term, each) = bf.best("energy"), term_optimum(bf, budgets, wildcards)
+    except TooBig as too_big:
+        _bump(f"skipped (too many {too_big.args[0]})")
+        return
+    if math.isinf(term):
+        _bump("no mapping of the term")
+        return
+    # U: a little above the term's optimum (the term must not close), below it (it may), or
+    # below every mapping (it must: searched to the end, nothing is below U)
+    how = int(rng.integers(5))
+    bound = [term * 1.001, term * 1.05, term * 1.5, term * 0.98, truth * 0.98][how]
+    _bump(f"U choice {how}")
+    r, better = refine(workload, arch, results, budgets, wildcards, bound, workers=1)
+    _bump("checked")
+    _bump(f"{len(wildcards)} wildcards")
+    _bump("keyed searches", r.keys)
+    _bump("closed", int(r.value >= bound * (1 - RTOL)))
+    assert r.complete and r.wildcards == wildcards
+    if term < bound * (1 - RTOL):  # the term's best mapping is below U: the refinement bounds it
+        assert r.value <= term * (1 + RTOL), (r.value, term)
+        for e, least in r.least:
+            assert budgets[e] <= least <= each[e] * (1 + RTOL), (e, least, each[e])
+    if truth > bound:
+        assert r.value >= bound * (1 - RTOL) and better is None, (r.value, bound)
+    if better is not None:  # a real mapping, below U and no better than the optimum
+        both, found = better
+        ev = chosen(found, {e: x[0] for e, x in both.items()}, {e: x[1] for e, x in both.items()}, workload, arch)
+        assert truth * (1 - RTOL) <= ev.energy_pJ < bound
+        _bump("found a mapping below U")
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_a_refined_term_is_at_most_its_best_brute_force_mapping(problem, pick):
+    check_refine(*problem, pick=pick)
