@@ -206,8 +206,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=RAISE_ROWS)
         for e in b.wildcards:
             if e not in incomplete:  # complete within its raised budget, whatever the others did
+                wild.forget(e, budgets[e])
                 tables[e], budgets[e] = got[e], raised[e]
-                wild.forget(e)
         cut = [e for e in incomplete if e in got]  # (the rest did not start: stop_when_incomplete)
         for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
             most[e] = (raised[e] - budgets[e]) / budgets[e] / 2

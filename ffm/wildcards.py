@@ -25,6 +25,7 @@ found (or a ceiling, the best mapping known), no later term can be lower.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -37,6 +38,7 @@ from ffm.search import SearchResult, search
 from workloads.model import Workload
 
 MAX_TERMS = 1 << 14  # terms examined per bound; past them the next base bounds the rest
+MAX_RAISED = 3  # Einsums raised since a term was refined, past which its refined value is dropped
 
 
 @dataclass(frozen=True)
@@ -90,21 +92,52 @@ class WildcardBound:
         self.w, self.a, self.progress = workload, arch, progress
         self._join = join or (lambda tables, sub: search(tables, sub, arch, "energy", epsilon=0.0, scout=0))
         self._parts: dict[frozenset, tuple[float, SearchResult | None]] = {}
-        self._refined: dict[tuple[str, ...], float] = {}
+        # wildcards: (refined value, {Einsum outside them raised since: its budget then})
+        self._refined: dict[tuple[str, ...], tuple[float, dict[str, float]]] = {}
 
-    def forget(self, einsum: str) -> None:
-        """`einsum`'s table changed: the joins of the parts holding it no longer hold, nor
-        the refined terms where it is not a wildcard (a refined term stays a bound when its
-        own wildcards' budgets rise: fewer mappings have those wildcards)."""
+    def forget(self, einsum: str, budget: float | None = None) -> None:
+        """`einsum`'s table changed (its budget rose from `budget`): the joins of the parts
+        holding it no longer hold. A refined term stays a bound when its own wildcards'
+        budgets rise (fewer mappings have those wildcards). When another Einsum x's budget
+        rises from b_x, the term's mappings gain those with x in (b_x, b_x'], which were
+        mappings of the term with x a wildcard too: the refined value then holds only
+        together with that term's value at b_x (`_since`). Without `budget`, or past
+        MAX_RAISED such Einsums, the refined value is dropped."""
         self._parts = {c: v for c, v in self._parts.items() if einsum not in c}
-        self._refined = {w: v for w, v in self._refined.items() if einsum in w}
+        kept = {}
+        for w, (value, raised) in self._refined.items():
+            if einsum not in w and budget is not None:
+                raised = {**raised, einsum: raised.get(einsum, budget)}  # the oldest budget: the widest band
+            if einsum in w or (budget is not None and len(raised) <= MAX_RAISED):
+                kept[w] = (value, raised)
+        self._refined = kept
 
     def refine(self, wildcards: tuple[str, ...], value: float) -> None:
-        """The term of `wildcards` is at least `value` (`ffm.refine.refine`)."""
-        self._refined[wildcards] = max(value, self._refined.get(wildcards, -math.inf))
+        """The term of `wildcards` is at least `value` (`ffm.refine.refine`) for the tables
+        and budgets as they are now."""
+        old, raised = self._refined.get(wildcards, (-math.inf, {}))
+        self._refined[wildcards] = (max(value, old) if not raised else value, {})
 
     def refined(self, wildcards: tuple[str, ...]) -> bool:
-        return wildcards in self._refined
+        """Was this term refined for the tables as they are now?"""
+        return wildcards in self._refined and not self._refined[wildcards][1]
+
+    def _since(self, wild: tuple[str, ...], raised: dict[str, float], tables: dict[str, pd.DataFrame],
+               budgets: dict[str, float], bar: tqdm) -> float:
+        """At most the energy of every mapping of the term of `wild` that was not one when
+        it was refined: some nonempty set S of the Einsums `raised` since then lies in its
+        raised band, above its old budget; so the term of W and S, at those budgets."""
+        least = math.inf
+        names = sorted(raised)
+        for n in range(1, len(names) + 1):
+            for s in itertools.combinations(names, n):
+                value = sum(budgets[e] for e in wild) + sum(raised[e] for e in s)
+                for part in parts(self.w, [e for e in self.w.einsum_names if e not in wild and e not in s]):
+                    value += self._part(part, tables, bar)
+                    if value >= least:
+                        break
+                least = min(least, value)
+        return least
 
     def _part(self, part: frozenset, tables: dict[str, pd.DataFrame], bar: tqdm) -> float:
         if part not in self._parts:
@@ -156,8 +189,11 @@ class WildcardBound:
                 value += self._part(part, tables, bar)
                 if value >= best:
                     break
-            better = self._refined.get(wild, -math.inf) > value
-            value = max(value, self._refined.get(wild, -math.inf))
+            refined, raised = self._refined.get(wild, (-math.inf, {}))
+            if raised and refined > value:
+                refined = min(refined, self._since(wild, raised, tables, budgets, bar))
+            better = refined > value
+            value = max(value, refined)
             if value < best:
                 best, best_w, rest, refined = value, wild, value - at, better
         bar.close()

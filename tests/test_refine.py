@@ -2,8 +2,10 @@
 wildcard's inputs can take equals the joins over tables cut to that key, computed
 separately; a refined term of one or two wildcards is at most the best brute-force mapping
 of that term (its wildcards above their budgets, every other Einsum within), and a mapping
-it finds is a real one below U. The proof that refines terms is checked end to end against
-brute force in tests/test_budgets.py (every raise cut short)."""
+it finds is a real one below U; and a refined term still bounds its mappings after another
+Einsum's budget rises (the mappings with that Einsum in its raised band join the term). The
+proof that refines terms is checked end to end against brute force in
+tests/test_budgets.py (every raise cut short)."""
 from __future__ import annotations
 
 import math
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 from functools import reduce
 
 from ffm.refine import _join_energy, refine, rest_by_key, tagged_tensors
+from ffm.wildcards import WildcardBound
 from pmapgen import generate
 from tests.test_search import RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, fits, problems, report  # noqa: F401
 
@@ -140,3 +143,52 @@ def check_refine(workload, arch, pick: int) -> None:
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_refined_term_is_at_most_its_best_brute_force_mapping(problem, pick):
     check_refine(*problem, pick=pick)
+
+
+def check_refined_term_after_a_raise(workload, arch, pick: int) -> None:
+    """Budgets around the optimum M*: its pmappings of the wildcards W and of x just above
+    their budgets, the others within. Refined, the term of W may exceed M* (M* has x as a
+    wildcard too); once x's budget rises past M*'s x, M* is a mapping of the term of W,
+    and the bound must still be at most M*."""
+    if len(workload.einsum_names) < 2:
+        return
+    try:
+        bf = BruteForce(workload, arch, 3_000_000, 500_000)
+        truth, each = term_optimum(bf, {e: math.inf for e in workload.einsum_names}, ())
+    except TooBig as too_big:
+        _bump(f"skipped (too many {too_big.args[0]})")
+        return
+    if math.isinf(truth):
+        _bump("no valid mapping")
+        return
+    order = list(workload.einsum_names)
+    rng = np.random.default_rng(pick)
+    picked = [str(e) for e in rng.permutation(order)[:min(3, len(order))]]
+    x, wildcards = picked[0], tuple(e for e in order if e in picked[1:])
+    budgets = {e: each[e] * (0.99 if e in picked else 1.01 + rng.random()) for e in order}
+    raised = each[x] * (1.01 + rng.random())
+    generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
+
+    def cut(e, budget):
+        t, templates, stats = generated[e]
+        return t[t["energy"] <= budget], templates, stats
+
+    results = {e: cut(e, budgets[e]) for e in order}
+    r, _ = refine(workload, arch, results, budgets, wildcards, truth * 1.5, workers=1)
+    wild = WildcardBound(workload, arch)
+    wild.refine(wildcards, r.value)
+    before = wild.bound({e: res[0] for e, res in results.items()}, budgets)
+    assert before.lower <= truth * (1 + RTOL), (before.lower, truth)
+    wild.forget(x, budgets[x])
+    results[x], budgets[x] = cut(x, raised), raised
+    after = wild.bound({e: res[0] for e, res in results.items()}, budgets)
+    _bump("checked")
+    _bump("refined above the optimum", int(r.value > truth * (1 + RTOL)))
+    _bump("the least term after the raise is the refined one's", int(after.wildcards == wildcards))
+    assert after.lower <= truth * (1 + RTOL), (after.lower, truth, r.value)
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_a_refined_term_still_bounds_its_mappings_after_another_einsum_is_raised(problem, pick):
+    check_refined_term_after_a_raise(*problem, pick=pick)
