@@ -55,7 +55,7 @@ def main() -> None:
                   f"{'complete' if done else 'INCOMPLETE'}")
         for k, ref in enumerate(proof.refinements, 1):  # ffm.refine, in the order the proof ran them
             state = "closed" if ref.value >= proof.bound * (1 - 1e-9) else f"stands at {ref.value:.6g} pJ"
-            print(f"  refinement {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches, {ref.empty} empty, "
+            print(f"  refinement {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused), {ref.empty} empty, "
                   f"{ref.cut} cut short or not started, {ref.rows:,} rows, {ref.seconds:.1f} s; {state}; each "
                   f"wildcard costs at least: {', '.join(f'{e} {v:.6g} pJ' for e, v in ref.least)}")
         print(f"  the optimum is at least {proof.lower:.6g} pJ: within {proof.bound / proof.lower:.4f}x"

@@ -175,6 +175,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     deadline = None if time_limit is None else raises_until + len(order) * time_limit * REFINE_SHARE
     most = {e: MAX_RAISE for e in order}  # the largest share a raise may add: half the last one cut short
     refinements: list[Refinement] = []
+    searched: dict = {}  # the refinements' complete keyed searches, which later ones reuse (`ffm.refine.refine`)
     raising = True  # False once a raise was cut short with no smaller one to try
 
     def stop(b, **kwargs):
@@ -196,7 +197,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
             if wild.refined(b.wildcards):  # refined before, with searches cut short: it stands
                 return stop(b, incomplete=b.wildcards)
             r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, time_limit, deadline,
-                               workers, progress)
+                               workers, progress, searched)
             refinements.append(r)
             wild.refine(b.wildcards, r.value)
             if better is not None:

@@ -15,14 +15,16 @@ the c_T of every tensor a wildcard shares with them. For each wildcard e:
    `ffm.wildcards`), and each of its pmappings is dominated by a table row of the same
    full compatibility group, hence of the same c_T.
 2. **keyed searches**: so e's pmapping in M costs less than
-   β_e(c) = U - R_e(c) - (the other wildcards' budgets). A budgeted prefix search of e
-   within β_e(c) with c fixed (`Constraints.tensor_keys`) holds it or a pmapping that
-   dominates it within its group. Keys with β_e(c) <= b_e need no search (e is above
-   its budget in M). Most keys the rest would like, no pmapping of e can give, and the
-   search that shows it is quick.
+   β_e(c) = U - R_e(c) - (the other wildcards' least costs L_w: their budgets, or more
+   once their keys were searched). A budgeted prefix search of e within β_e(c) with c
+   fixed (`Constraints.tensor_keys`) holds it or a pmapping that dominates it within its
+   group. Keys with β_e(c) <= b_e need no search (e is above its budget in M). Most keys
+   the rest would like, no pmapping of e can give, and the search that shows it is quick.
+   The wildcards are searched one after the other; once e's keys are, L_e is the least
+   over them of e's least cost there.
 3. **the value**: M costs at least R_e(c) + e's least cost there (above b_e, at least the
    keyed table's least, or a cut search's `Stats.lower_bound`) + the other wildcards'
-   budgets, least over c: one bound per wildcard, the largest is taken. And the exact
+   L_w, least over c: one bound per wildcard, the largest is taken. And the exact
    join over all tables, each wildcard's table together with its keyed rows, costs at most
    M's energy when every key M gives its wildcards was searched to the end; keys cut short
    bound M by the per-key sum instead. The refined term is the larger of the two; U or
@@ -63,6 +65,7 @@ class Refinement:
     rows: int = 0
     seconds: float = 0.0
     least: tuple[tuple[str, float], ...] = ()  # (wildcard, what it costs at least in a mapping of the term below U)
+    reused: int = 0  # keys answered by an earlier refinement's complete search (`refine`'s `searched`)
 
     @property
     def complete(self) -> bool:
@@ -162,11 +165,17 @@ def search_order(workload: Workload, wildcards, rests: dict[str, dict]) -> list[
 def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, float], wildcards: tuple[str, ...],
            bound: float, constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
            deadline: float | None = None, workers: int | None = None, progress: bool = False,
-           ) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
+           searched: dict | None = None) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
     """(the refinement of the term of `wildcards`, a mapping below `bound` (U) if its join
     found one: (results it indexes, SearchResult)). `results` holds each Einsum's table
     (`generate_all`-style) complete within `budgets`; each keyed search gets `time_limit`
     seconds and none starts after `deadline` (`time.perf_counter()`).
+
+    `searched` ({(einsum, key): (β, result)}, updated here) holds the complete keyed
+    searches of earlier refinements: one whose β is at least the new β answers that key
+    (its rows within the new β are a frontier within it), so a term refined again after
+    a raise, or a term sharing a wildcard with one refined before, searches only the keys
+    whose β rose.
 
     The wildcards are searched one after the other (`search_order`). Once all of e's keys
     are searched, e costs at least L_e in a mapping of this term (the least over its keys
@@ -180,22 +189,34 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     least = {e: budgets[e] for e in wildcards}  # L_e: what e costs at least in a mapping of this term
     floors: dict[str, dict[tuple, tuple[float, bool] | None]] = {}  # e: {key: (e's least there, complete) | None: empty}
     got: dict = {}
-    keys = empty = rows = 0
+    keys = empty = rows = reused = 0
+    searched = {} if searched is None else searched
     for e in search_order(workload, wildcards, rests):
         others = sum(least[w] for w in wildcards if w != e)
         base = (constraints or {}).get(e) or Constraints()
-        jobs, floors[e] = [], {}
+        jobs, due, done, floors[e] = [], [], {}, {}
         for key, r in sorted(rests[e].items(), key=lambda kv: kv[1]):
             beta = bound - r - others
             if beta <= budgets[e]:  # e would cost less than its budget there: not a mapping of this term
                 floors[e][key] = None
                 continue
+            due.append(key)
+            if (e, key) in searched and searched[e, key][0] >= beta:
+                table, templates, stats = searched[e, key][1]
+                done[e, key] = (table[table["energy"].to_numpy() <= beta], templates, stats)
+                reused += 1
+                continue
             cons = replace(base, tensor_keys={**base.tensor_keys, **dict(key)})
             jobs.append(((e, key), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
-        keys += len(jobs)
-        done = run_searches(jobs, workers, progress, desc=f"proof: refine {', '.join(wildcards)}: {e}", unit="key",
-                            deadline=deadline) if jobs else {}
-        for (_, key), _args in jobs:
+        keys += len(due)
+        if jobs:
+            ran = run_searches(jobs, workers, progress, desc=f"proof: refine {', '.join(wildcards)}: {e}",
+                               unit="key", deadline=deadline)
+            for (_, key), args in jobs:
+                if (e, key) in ran and ran[e, key][2].complete:
+                    searched[e, key] = (args[6], ran[e, key])
+            done.update(ran)
+        for key in due:
             res = done.get((e, key))
             if res is None:  # not started: the deadline
                 floors[e][key] = (budgets[e], False)
@@ -227,7 +248,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
             best = (both, found)
         value = max(value, min(energy, cut_bound))
     return Refinement(tuple(wildcards), value, keys, empty, cut, rows, time.perf_counter() - start,
-                      tuple((e, least[e]) for e in wildcards)), best
+                      tuple((e, least[e]) for e in wildcards), reused), best
 
 
 def per_key(e: str, rests: dict[str, dict], floors: dict[str, dict], least: dict[str, float],

@@ -120,7 +120,17 @@ def check_refine(workload, arch, pick: int) -> None:
     how = int(rng.integers(5))
     bound = [term * 1.001, term * 1.05, term * 1.5, term * 0.98, truth * 0.98][how]
     _bump(f"U choice {how}")
-    r, better = refine(workload, arch, results, budgets, wildcards, bound, workers=1)
+    searched: dict = {}
+    r, better = refine(workload, arch, results, budgets, wildcards, bound, workers=1, searched=searched)
+    # refined again at another U, reusing these searches where their budgets cover the new
+    # ones: the same as refining afresh
+    again = bound * float(rng.choice([0.97, 1.05]))
+    reusing, _ = refine(workload, arch, results, budgets, wildcards, again, workers=1, searched=searched)
+    fresh, _ = refine(workload, arch, results, budgets, wildcards, again, workers=1)
+    assert np.isclose(reusing.value, fresh.value, rtol=RTOL) or reusing.value == fresh.value, (reusing, fresh)
+    assert [x for _, x in reusing.least] == [x for _, x in fresh.least]
+    assert (reusing.keys, reusing.empty, reusing.rows) == (fresh.keys, fresh.empty, fresh.rows) and fresh.reused == 0
+    _bump("keys reused", reusing.reused)
     _bump("checked")
     _bump(f"{len(wildcards)} wildcards")
     _bump("keyed searches", r.keys)
