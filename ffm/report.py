@@ -152,7 +152,10 @@ def proof_lines(proof: Proof) -> list[str]:
         n = len(rs)
         head += (f" {n} term{'s' * (n > 1)} of the bound {'were' if n > 1 else 'was'} refined by searching "
                  f"{'their' if n > 1 else 'its'} wildcards on demand, within the keys the other Einsums' tables give "
-                 f"them (ffm.refine): {sum(r.keys for r in rs)} keyed searches, {sum(r.empty for r in rs)} of them "
+                 f"them (ffm.refine): {sum(r.keys for r in rs)} keyed searches"
+                 + (f" ({reused} answered by earlier refinements' searches)" if (reused := sum(r.reused for r in rs))
+                    else "")
+                 + f", {sum(r.empty for r in rs)} of them "
                  f"with no pmapping, {sum(r.cut for r in rs)} cut short or not started, {sum(r.seconds for r in rs):.1f} s.")
     if proof.found > proof.bound:
         head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "

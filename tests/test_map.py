@@ -320,6 +320,10 @@ def test_the_proof_names_the_limit_that_cut_each_search_short():
     assert ("2 terms of the bound were refined by searching their wildcards on demand, within the keys the other "
             "Einsums' tables give them (ffm.refine): 14 keyed searches, 11 of them with no pmapping, 1 cut short or not "
             "started, 3.0 s.") in words
+    again = replace(refined, refinements=refined.refinements + (Refinement(("QK",), 9.5, keys=10, empty=7, reused=8),))
+    assert ("3 terms of the bound were refined by searching their wildcards on demand, within the keys the other "
+            "Einsums' tables give them (ffm.refine): 24 keyed searches (8 answered by earlier refinements' searches), "
+            "18 of them with no pmapping") in " ".join(" ".join(proof_lines(again)).split())
     stopped = replace(refined, least_term=(("V", "QK"), 6.5))  # a least term not refined: the deadline stopped it
     assert "The raises and refinements ran out of time; the best mapping found is 10 pJ" in \
         " ".join(" ".join(proof_lines(stopped)).split())
