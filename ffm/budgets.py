@@ -34,7 +34,9 @@ join can search exactly:
    once the raises stop (one cut short with no smaller raise to try, or their time, the
    Einsums' time limits together, spent; refinements may go on REFINE_SHARE of that
    longer). A least term refined before, whose keyed searches were cut short, ends the
-   proof incomplete.
+   proof incomplete. The refinements share their complete keyed searches (`searched`):
+   a term refined again after a raise searches only the keys whose budget rose
+   (twenty-fourth session).
 
 When the bound reaches U, no mapping is below U: the U mapping is the exact optimum. A
 raise cut short (its time limit, or RAISE_ROWS waiting rows) is tried again at half its
