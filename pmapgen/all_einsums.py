@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import replace
 
@@ -97,15 +98,15 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
     workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
     results = {}
     bar = tqdm(total=len(jobs), desc=desc, unit=unit, disable=not progress)
-    queue = list(jobs)
+    queue = deque(jobs)
 
     def next_job():  # None: nothing more to start
         if deadline is None:
-            return queue.pop(0) if queue else None
+            return queue.popleft() if queue else None
         left = deadline - time.perf_counter()
         if not queue or left <= 0:
             return None
-        key, args = queue.pop(0)
+        key, args = queue.popleft()
         limit = left if args[5] is None else min(args[5], left)
         return key, (*args[:5], limit, *args[6:])
 
@@ -186,16 +187,20 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     return out
 
 
-def union(first: dict, second: dict) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
-    """Per Einsum, the rows of both `generate_all` results in one table (its `template`
-    column re-indexed into the concatenated templates), so one join can pick from either;
-    the first's Stats. Einsums missing from `second` keep the first's result."""
+def union(first: dict, *others: dict) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+    """Per Einsum, the rows of all `generate_all` results in one table (its `template`
+    column re-indexed into the concatenated templates), so one join can pick from any;
+    the first's Stats. Einsums missing from `others` keep the first's result. One concat
+    per Einsum: a refinement unites thousands of keyed searches, and doing it pairwise
+    copies the growing table each time."""
     out = {}
     for e, (table, templates, stats) in first.items():
-        if e not in second:
-            out[e] = (table, templates, stats)
-            continue
-        other, other_templates, _ = second[e]
-        other = other.assign(template=other["template"] + len(templates))
-        out[e] = (pd.concat([table, other], ignore_index=True), templates + other_templates, stats)
+        parts, templates = [table], list(templates)
+        for other in others:
+            if e in other:
+                more, more_templates, _ = other[e]
+                parts.append(more.assign(template=more["template"] + len(templates)))
+                templates += more_templates
+        out[e] = (table, templates, stats) if len(parts) == 1 else \
+            (pd.concat(parts, ignore_index=True), templates, stats)
     return out
