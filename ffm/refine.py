@@ -154,6 +154,112 @@ def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame],
     return out
 
 
+
+KEY_ALL_UP_TO = 20000  # keys a wildcard is searched at one by one; past it, grouped (`key_groups`)
+
+
+def key_groups(betas: dict[tuple, float], up_to: int = KEY_ALL_UP_TO, einsum: str | None = None,
+               searched: dict | None = None) -> dict[tuple, list[tuple]]:
+    """{search key: the keys of `betas` ({key: β}) it answers}. Up to `up_to` keys, each is
+    searched alone. Past that, they are grouped by the c_T of one tagged tensor, and each
+    group is searched once, within the largest β of its keys: such a search holds every
+    pmapping with that c_T within that β, or one dominating it within its compatibility
+    group, which has the same c_T for every tensor, so its rows give each key of the group
+    its least cost (`least_by_key`). The tensor is the one leaving the fewest searches
+    that `searched` (`refine`'s) does not answer, then the fewest groups. At batch 1,
+    (QK, AV) gives AV 449466 keys, pairs of 6514 c_T of QK_softmax's output and 69 of V:
+    grouped by QK_softmax's c_T its searches take 0.05 to 10 s each (over an hour in all);
+    by V's, the term (QK_softmax, AV) had run 68 of the 69 searches and the term closed
+    in 60 s (docs/mapper.md, "Step 5")."""
+    keys = list(betas)
+    if len(keys) <= up_to or len(keys[0]) < 2:  # one tagged tensor: a group is a key
+        return {k: [k] for k in keys}
+    searched = searched or {}
+    best, choice = None, {}
+    for i in range(len(keys[0])):
+        groups: dict[tuple, list[tuple]] = {}
+        for k in keys:
+            groups.setdefault((k[i],), []).append(k)
+        new = sum(not ((einsum, g) in searched and searched[einsum, g][0] >= max(betas[k] for k in members))
+                  for g, members in groups.items())
+        if best is None or (new, len(groups)) < best:
+            best, choice = (new, len(groups)), groups
+    return choice
+
+
+def least_by_key(table: pd.DataFrame, tensors: list[str]) -> dict[tuple, float]:
+    """{((tensor, c_T), ...) for `tensors`: the least energy of `table`'s rows with those c_T}."""
+    out: dict[tuple, float] = {}
+    for key, energy in zip(table["compat"], table["energy"].to_numpy(dtype=float)):
+        c_t = dict(key[0])
+        tag = tuple((t, c_t[t]) for t in tensors)
+        out[tag] = min(energy, out.get(tag, math.inf))
+    return out
+
+
+@dataclass(frozen=True)
+class KeyedSearches:
+    """What `search_keys` found for one wildcard: per key, (its least cost there, at least
+    the budget; complete) or None (no pmapping of it below the key's β); the searches'
+    results by (einsum, search key); how many searches were due, came back empty, were cut
+    short or not started, kept rows, or were answered by earlier ones."""
+    floors: dict
+    results: dict
+    searches: int = 0
+    empty: int = 0
+    cut: int = 0
+    rows: int = 0
+    reused: int = 0
+
+
+def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Workload, arch: Arch,
+                constraints: Constraints | None = None, searched: dict | None = None,
+                time_limit: float | None = None, deadline: float | None = None, workers: int | None = None,
+                progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches"
+                ) -> KeyedSearches:
+    """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
+    inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
+    (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s."""
+    base = constraints or Constraints()
+    searched = {} if searched is None else searched
+    groups = key_groups(betas, group_above, e, searched)
+    jobs, done, floors = [], {}, {}
+    reused = empty = cut = rows = 0
+    for group, members in sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1])):
+        beta = max(betas[k] for k in members)
+        if (e, group) in searched and searched[e, group][0] >= beta:
+            table, templates, stats = searched[e, group][1]
+            done[e, group] = (table[table["energy"].to_numpy() <= beta], templates, stats)
+            reused += 1
+            continue
+        cons = replace(base, tensor_keys={**base.tensor_keys, **dict(group)})
+        jobs.append(((e, group), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
+    if jobs:
+        ran = run_searches(jobs, workers, progress, desc=desc, unit="key", deadline=deadline)
+        for (_, group), args in jobs:
+            if (e, group) in ran and ran[e, group][2].complete:
+                searched[e, group] = (args[6], ran[e, group])
+        done.update(ran)
+    for group, members in groups.items():
+        res = done.get((e, group))
+        if res is None:  # not started: the deadline
+            cut += 1
+            floors.update({k: (budget, False) for k in members})
+            continue
+        table, _, stats = res
+        rows += len(table)
+        if not stats.complete:
+            cut += 1
+            floors.update({k: (max(budget, stats.lower_bound), False) for k in members})
+            continue
+        empty += table.empty
+        by_key = least_by_key(table, [t for t, _ in members[0]])
+        for k in members:
+            there = by_key.get(k, math.inf)
+            floors[k] = (max(budget, there), True) if there <= betas[k] else None
+    return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused)
+
+
 def search_order(workload: Workload, wildcards, rests: dict[str, dict]) -> list[str]:
     """The order the wildcards are searched in: most tagged inputs first (their keys fix
     more, so their searches are quicker: at batch 1, AV's keyed searches take under a
@@ -165,7 +271,8 @@ def search_order(workload: Workload, wildcards, rests: dict[str, dict]) -> list[
 def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, float], wildcards: tuple[str, ...],
            bound: float, constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
            deadline: float | None = None, workers: int | None = None, progress: bool = False,
-           searched: dict | None = None) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
+           searched: dict | None = None, group_above: int = KEY_ALL_UP_TO
+           ) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
     """(the refinement of the term of `wildcards`, a mapping below `bound` (U) if its join
     found one: (results it indexes, SearchResult)). `results` holds each Einsum's table
     (`generate_all`-style) complete within `budgets`; each keyed search gets `time_limit`
@@ -175,7 +282,8 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     searches of earlier refinements: one whose β is at least the new β answers that key
     (its rows within the new β are a frontier within it), so a term refined again after
     a raise, or a term sharing a wildcard with one refined before, searches only the keys
-    whose β rose.
+    whose β rose. A wildcard with more than `group_above` keys is searched once per group
+    of keys sharing one tensor's c_T (`key_groups`).
 
     The wildcards are searched one after the other (`search_order`). Once all of e's keys
     are searched, e costs at least L_e in a mapping of this term (the least over its keys
@@ -189,58 +297,33 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     least = {e: budgets[e] for e in wildcards}  # L_e: what e costs at least in a mapping of this term
     floors: dict[str, dict[tuple, tuple[float, bool] | None]] = {}  # e: {key: (e's least there, complete) | None: empty}
     got: dict = {}
-    keys = empty = rows = reused = 0
+    keys = empty = cut = rows = reused = 0
     searched = {} if searched is None else searched
     for e in search_order(workload, wildcards, rests):
         others = sum(least[w] for w in wildcards if w != e)
-        base = (constraints or {}).get(e) or Constraints()
-        jobs, due, done, floors[e] = [], [], {}, {}
-        for key, r in sorted(rests[e].items(), key=lambda kv: kv[1]):
+        floors[e] = {}
+        betas = {}
+        for key, r in rests[e].items():
             beta = bound - r - others
             if beta <= budgets[e]:  # e would cost less than its budget there: not a mapping of this term
                 floors[e][key] = None
-                continue
-            due.append(key)
-            if (e, key) in searched and searched[e, key][0] >= beta:
-                table, templates, stats = searched[e, key][1]
-                done[e, key] = (table[table["energy"].to_numpy() <= beta], templates, stats)
-                reused += 1
-                continue
-            cons = replace(base, tensor_keys={**base.tensor_keys, **dict(key)})
-            jobs.append(((e, key), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
-        keys += len(due)
-        if jobs:
-            ran = run_searches(jobs, workers, progress, desc=f"proof: refine {', '.join(wildcards)}: {e}",
-                               unit="key", deadline=deadline)
-            for (_, key), args in jobs:
-                if (e, key) in ran and ran[e, key][2].complete:
-                    searched[e, key] = (args[6], ran[e, key])
-            done.update(ran)
-        for key in due:
-            res = done.get((e, key))
-            if res is None:  # not started: the deadline
-                floors[e][key] = (budgets[e], False)
-            elif res[2].complete and res[0].empty:
-                floors[e][key] = None
-                empty += 1
             else:
-                rows += len(res[0])
-                floor = float(res[0]["energy"].min()) if res[2].complete else res[2].lower_bound
-                floors[e][key] = (max(budgets[e], floor), res[2].complete)
-        got.update(done)
+                betas[key] = beta
+        ks = search_keys(e, betas, budgets[e], workload, arch, (constraints or {}).get(e), searched, time_limit,
+                         deadline, workers, progress, group_above, desc=f"proof: refine {', '.join(wildcards)}: {e}")
+        floors[e].update(ks.floors)
+        got.update(ks.results)
+        keys, empty, cut, rows, reused = (keys + ks.searches, empty + ks.empty, cut + ks.cut, rows + ks.rows,
+                                          reused + ks.reused)
         least[e] = min((f[0] for f in floors[e].values() if f is not None), default=math.inf)
         if per_key(e, rests, floors, least, wildcards)[0] >= bound * (1 - RTOL):
             break  # e's keys close the term: the others need no search
     values = [per_key(e, rests, floors, least, wildcards) for e in floors]
     value = max(v for v, _ in values)
     cut_bound = min(c for _, c in values)
-    cut = sum(not f[1] for fs in floors.values() for f in fs.values() if f is not None)
     best = None
     if value < bound * (1 - RTOL):
-        both = dict(results)
-        for (e, _), res in got.items():
-            if len(res[0]):
-                both = union(both, {e: res})
+        both = union(results, *({e: res} for (e, _), res in got.items() if len(res[0])))
         # exact, pruned against U from the start (the U mapping need not be in these tables)
         found = search({e: r[0] for e, r in both.items()}, workload, arch, "energy", epsilon=0.0, known=bound)
         energy = float(found.best["energy"].iloc[0]) if not found.best.empty else math.inf

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from functools import reduce
 
-from ffm.refine import _join_energy, refine, rest_by_key, tagged_tensors
+import workloads
+from ffm.refine import _join_energy, refine, rest_by_key, search_keys, tagged_tensors
 from ffm.wildcards import WildcardBound
 from pmapgen import generate
 from tests.test_search import RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, fits, problems, report  # noqa: F401
@@ -90,7 +91,7 @@ def term_optimum(bf: BruteForce, budgets: dict[str, float], wildcards,
     return math.inf, {}
 
 
-def check_refine(workload, arch, pick: int) -> None:
+def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = None) -> None:
     try:
         bf = BruteForce(workload, arch, 3_000_000, 500_000)
     except TooBig as too_big:
@@ -99,8 +100,9 @@ def check_refine(workload, arch, pick: int) -> None:
     order = list(workload.einsum_names)
     generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
     rng = np.random.default_rng(pick)
-    wildcards = tuple(sorted(rng.choice(order, size=min(len(order), int(rng.integers(1, 3))), replace=False),
-                             key=order.index))
+    if wildcards is None:
+        wildcards = tuple(sorted(rng.choice(order, size=min(len(order), int(rng.integers(1, 3))), replace=False),
+                                 key=order.index))
     budgets, results = {}, {}
     for e, (t, templates, stats) in generated.items():  # each table complete within a random budget
         low, high = float(t["energy"].min()), float(t["energy"].max())
@@ -122,6 +124,14 @@ def check_refine(workload, arch, pick: int) -> None:
     _bump(f"U choice {how}")
     searched: dict = {}
     r, better = refine(workload, arch, results, budgets, wildcards, bound, workers=1, searched=searched)
+    # every wildcard's keys grouped by one tagged tensor's c_T, each group searched once
+    # within its largest β: the same least costs and value
+    grouped, _ = refine(workload, arch, results, budgets, wildcards, bound, workers=1, group_above=0)
+    assert [x for _, x in grouped.least] == [x for _, x in r.least], (grouped.least, r.least)
+    assert np.isclose(grouped.value, r.value, rtol=RTOL) or min(grouped.value, r.value) >= bound * (1 - RTOL), \
+        (grouped.value, r.value, bound)
+    _bump("grouped by one of several tagged tensors",
+          int(any(len(tagged_tensors(workload, wildcards, e)) > 1 for e in wildcards)))
     # refined again at another U, reusing these searches where their budgets cover the new
     # ones: the same as refining afresh
     again = bound * float(rng.choice([0.97, 1.05]))
@@ -153,6 +163,62 @@ def check_refine(workload, arch, pick: int) -> None:
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_refined_term_is_at_most_its_best_brute_force_mapping(problem, pick):
     check_refine(*problem, pick=pick)
+
+
+def two_produced_inputs(m: int, a: int):
+    """Z reads X and Y, both produced by other Einsums: with Z the wildcard, its keys are
+    pairs of c_T."""
+    return workloads.load({"name": "scale", "rank_sizes": {"m": m, "a": a}, "bits": 8,
+                           "einsums": ["X[m,a] = I[m,a]", "Y[m] = X[m,a] * W0[a]", "Z[m,a] = X[m,a] * Y[m]"]})
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_a_wildcard_reading_two_produced_tensors_refines_the_same_with_its_keys_grouped(problem, m, a, pick):
+    """`check_refine` with Z as the wildcard: it also searches Z's keys grouped by one of
+    the two c_T."""
+    check_refine(two_produced_inputs(m, a), problem[1], pick, wildcards=("Z",))
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_keyed_searches_give_each_key_the_least_cost_of_the_exhaustive_table(problem, m, a, pick):
+    """Per key c (c_T of X and Y) with a random β: Z's least cost among its exhaustive
+    table's rows with those c_T within β (at least the budget), or None where there is none;
+    searched one key at a time, grouped by one tensor's c_T, or answered by grouped searches
+    within larger β alike."""
+    workload, arch = two_produced_inputs(m, a), problem[1]
+    tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in workload.einsum_names}
+    keys = rest_by_key(workload, arch, tables, ("Z",), "Z", math.inf)
+    full = tables["Z"]
+    if full.empty or not keys:
+        _bump("nothing to search")
+        return
+    rng = np.random.default_rng(pick)
+    low, high = float(full["energy"].min()), float(full["energy"].max())
+    betas = {k: low * 0.9 + rng.random() * (high * 1.1 - low * 0.9) for k in keys}
+    budget = low * (0.9 + 0.2 * rng.random())
+    want = {}
+    for k, beta in betas.items():
+        there = [x for c, x in zip(full["compat"], full["energy"]) if all(dict(c[0])[t] == v for t, v in k)]
+        least = min((x for x in there if x <= beta), default=None)
+        want[k] = None if least is None else max(budget, least)
+    # one key at a time; grouped; grouped again, answered by a grouped search within larger β
+    searched: dict = {}
+    search_keys("Z", {k: b * 1.05 for k, b in betas.items()}, budget, workload, arch, searched=searched, workers=1,
+                group_above=0)
+    for group_above, reuse in ((len(keys), None), (0, None), (0, searched)):
+        got = search_keys("Z", betas, budget, workload, arch, searched=reuse, workers=1, group_above=group_above)
+        assert reuse is None or got.reused == got.searches, (got.reused, got.searches)
+        assert got.floors.keys() == want.keys()
+        for k, w in want.items():
+            f = got.floors[k]
+            assert (f is None) == (w is None) and (w is None or (f[1] and np.isclose(f[0], w, rtol=RTOL))), (k, f, w)
+        _bump("searches one by one" if group_above else "searches grouped", got.searches)
+    _bump("checked")
+    _bump("keys", len(keys))
 
 
 def check_refined_term_after_a_raise(workload, arch, pick: int) -> None:
