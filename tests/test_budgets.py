@@ -24,7 +24,8 @@ from ffm.join import join
 from ffm.report import proof_lines
 from pmapgen import Stats, generate, generate_all
 from pmapgen.generate import ROW_LIMIT
-from tests.test_search import RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, problems, report  # noqa: F401
+from tests.test_search import (RTOL, SETTINGS, BruteForce, _bump, chosen, problems,  # noqa: F401
+                               report, unless_too_big)
 
 
 def refusing_raises(share: float) -> tuple:
@@ -55,10 +56,9 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
     """The proof started from a valid mapping joined from a random part of the pmappings;
     with `refuse_above`, every raise by more than that share is cut short (`refusing_raises`)
     and the proof must still end at the optimum by raising less."""
-    try:
-        truth = BruteForce(workload, arch, max_combinations, max_oracle_work).best("energy", max_evaluations=3_000)
-    except TooBig as too_big:
-        _bump(f"skipped (too many {too_big.args[0]})")
+    truth = unless_too_big(lambda: BruteForce(workload, arch, max_combinations, max_oracle_work)
+                           .best("energy", max_evaluations=3_000))
+    if truth is None:
         return
     if math.isinf(truth):
         _bump("no valid mapping")
@@ -113,10 +113,9 @@ def check_wildcard_bound(workload, arch, pick: int, max_combinations: int) -> No
     """Tables cut to random budgets (each then complete within its budget): the bound is
     at most the exhaustive optimum, and when its least term has no wildcard, the join over
     all tables is that optimum."""
-    try:
-        truth = BruteForce(workload, arch, max_combinations, 500_000).best("energy", max_evaluations=3_000)
-    except TooBig as too_big:
-        _bump(f"skipped (too many {too_big.args[0]})")
+    truth = unless_too_big(lambda: BruteForce(workload, arch, max_combinations, 500_000)
+                           .best("energy", max_evaluations=3_000))
+    if truth is None:
         return
     order = tuple(workload.einsum_names)
     tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in order}

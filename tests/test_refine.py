@@ -20,7 +20,8 @@ import workloads
 from ffm.refine import _join_energy, refine, rest_by_key, search_keys, tagged_tensors
 from ffm.wildcards import WildcardBound
 from pmapgen import generate
-from tests.test_search import RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, fits, problems, report  # noqa: F401
+from tests.test_search import (RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, fits, problems,  # noqa: F401
+                               report, unless_too_big)
 
 
 def check_rest_by_key(workload, arch, pick: int) -> None:
@@ -92,10 +93,7 @@ def term_optimum(bf: BruteForce, budgets: dict[str, float], wildcards,
 
 
 def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = None) -> None:
-    try:
-        bf = BruteForce(workload, arch, 3_000_000, 500_000)
-    except TooBig as too_big:
-        _bump(f"skipped (too many {too_big.args[0]})")
+    if (bf := unless_too_big(lambda: BruteForce(workload, arch, 3_000_000, 500_000))) is None:
         return
     order = list(workload.einsum_names)
     generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
@@ -109,11 +107,9 @@ def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = 
         top = (low + high) / 2 if e in wildcards else high  # wildcards: low enough that some pmapping is above
         budgets[e] = low * 0.9 + rng.random() * (top - low * 0.9)
         results[e] = (t[t["energy"] <= budgets[e]], templates, stats)
-    try:
-        truth, (term, each) = bf.best("energy"), term_optimum(bf, budgets, wildcards)
-    except TooBig as too_big:
-        _bump(f"skipped (too many {too_big.args[0]})")
+    if (got := unless_too_big(lambda: (bf.best("energy"), term_optimum(bf, budgets, wildcards)))) is None:
         return
+    truth, (term, each) = got
     if math.isinf(term):
         _bump("no mapping of the term")
         return
@@ -228,12 +224,13 @@ def check_refined_term_after_a_raise(workload, arch, pick: int) -> None:
     and the bound must still be at most M*."""
     if len(workload.einsum_names) < 2:
         return
-    try:
+    def optimum():
         bf = BruteForce(workload, arch, 3_000_000, 500_000)
-        truth, each = term_optimum(bf, {e: math.inf for e in workload.einsum_names}, ())
-    except TooBig as too_big:
-        _bump(f"skipped (too many {too_big.args[0]})")
+        return bf, *term_optimum(bf, {e: math.inf for e in workload.einsum_names}, ())
+
+    if (got := unless_too_big(optimum)) is None:
         return
+    bf, truth, each = got
     if math.isinf(truth):
         _bump("no valid mapping")
         return

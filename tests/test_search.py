@@ -174,6 +174,16 @@ class TooBig(Exception):
     """(what exceeded its limit, how much): the example is skipped and counted."""
 
 
+def unless_too_big(compute):
+    """compute()'s value, or None when the brute force behind it is too big (the example
+    is then skipped, and counted as such)."""
+    try:
+        return compute()
+    except TooBig as too_big:
+        _bump(f"skipped (too many {too_big.args[0]})")
+        return None
+
+
 class BruteForce:
     """All compatible combinations of the candidates, evaluated lazily in objective order."""
 
@@ -260,13 +270,14 @@ def chosen(result, tables, templates, workload, arch):
 
 def check(workload, arch, epsilon: float, max_combinations: int, max_evaluations: int,
           max_oracle_work: int = 500_000) -> None:
-    try:
+    def truths_and_slack():
         brute = BruteForce(workload, arch, max_combinations, max_oracle_work)
-        truths = {o: brute.best(o, max_evaluations=max_evaluations) for o in OBJECTIVES}
-        slack = {o: brute.best(o, slack=epsilon, max_evaluations=max_evaluations) for o in OBJECTIVES}
-    except TooBig as too_big:
-        _bump(f"skipped (too many {too_big.args[0]})")
+        return (brute, {o: brute.best(o, max_evaluations=max_evaluations) for o in OBJECTIVES},
+                {o: brute.best(o, slack=epsilon, max_evaluations=max_evaluations) for o in OBJECTIVES})
+
+    if (got := unless_too_big(truths_and_slack)) is None:
         return
+    brute, truths, slack = got
     _bump("checked")
     _bump(f"checked with {len(workload.einsums)} Einsums")
     _bump("combinations", brute.count)
