@@ -8,6 +8,8 @@ The batch-1 figures of docs/mapper.md ("Step 3: refining the least term"):
     python benchmarks/proof.py --workload gpt3 --arch tpuv4i --set batch=1 seq_len=2048 \
         --time-limit 15 --proof-time 60
 
+(with `--proof-time 120` the batch-1 proof completes: docs/mapper.md, "Step 5").
+
 Runs `ffm.map` for energy with pmapgen cut short at `--time-limit` seconds per Einsum and
 the proof after it, and prints the best mapping found before the proof, the proof's steps
 (seconds, partial pmappings built), its refinements of the bound's terms (`ffm.refine`:
