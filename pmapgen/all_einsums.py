@@ -16,8 +16,9 @@ from tqdm import tqdm
 from arch.model import Arch
 from pmapgen.allocator import WORKER_THRESHOLD, mmap_threshold
 from pmapgen.constraints import Constraints
-from pmapgen.generate import OBJECTIVES, Stats, generate
-from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
+from pmapgen.generate import OBJECTIVES, TIME_LIMIT, Stats, generate, result
+from pmapgen.prefixes import (generate_by_prefixes, generate_by_rising_budgets, part_count, part_floor,
+                              search_part)
 from pmapgen.templates import Template, relabeled
 from workloads.model import Workload
 
@@ -72,8 +73,14 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
     return out, new_templates
 
 
-def _search(args) -> tuple[pd.DataFrame, list[Template], Stats]:
-    einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows = args
+def _search(args) -> tuple:
+    """A job's (table, templates, Stats); a part of a split search (`_split`) gives its
+    (rows, [], Stats) instead (`pmapgen.prefixes.search_part`), which `_merge` unites."""
+    einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows, *part = args
+    if part:
+        rows, stats = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows,
+                                  part[0])
+        return rows, [], stats
     if budget is not None and rising:
         return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit)
     if budget is None:
@@ -176,7 +183,10 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                        default=None) for rep in unique}
     jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows))
             for e in unique]
-    results = run_searches(jobs, workers, progress, desc, stop_when_incomplete)
+    if budgets and not rising and workers != 1:
+        results = _split(jobs, workers, progress, desc, stop_when_incomplete)
+    else:
+        results = run_searches(jobs, workers, progress, desc, stop_when_incomplete)
     out = {}
     for e in names:
         rep = same_as[e]
@@ -185,6 +195,61 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         table, templates, stats = results[rep]
         out[e] = (table, templates, stats) if rep == e else (*rename(table, templates, rep, e, workload), stats)
     return out
+
+
+def _split(jobs: list[tuple], workers: int | None, progress: bool, desc: str, stop_when_incomplete: bool) -> dict:
+    """`run_searches` for budgeted prefix searches, each split into its parts (one per
+    root: `pmapgen.prefixes.search_part`) so that the parts of one long search share the
+    cores: a raise of the energy proof is often one Einsum, and one process searching it
+    left the other core idle (docs/pmapgen.md, "Searches split by root").
+
+    Every part gets the Einsum's time limit, and none starts once the unsplit jobs would
+    all have run out of theirs (`workers` Einsums at a time); each part may hold
+    `max_rows` over the number of workers waiting rows, so the parts running at once
+    hold no more than one search did. The parts not started count as the Einsum's
+    search cut short where one of its parts was, and as not started otherwise."""
+    n_workers = workers or max(1, os.cpu_count() or 1)
+    split, count = [], {}
+    for e, args in jobs:
+        einsum, workload, arch, constraints, *_ = args
+        count[e] = part_count(einsum, workload, arch, constraints)
+        max_rows = args[8] if args[8] is None else max(1, args[8] // n_workers)
+        split += [((e, i), (*args[:8], max_rows, i)) for i in range(count[e])]
+    limit = jobs[0][1][5] if jobs else None
+    deadline = None if limit is None else time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
+    ran = run_searches(split, workers, progress, desc, stop_when_incomplete, unit="part", deadline=deadline)
+    out = {}
+    for e, args in jobs:
+        got = [ran.get((e, i)) for i in range(count[e])]
+        cut = any(r is not None and not r[2].complete for r in got)
+        if cut or all(r is not None for r in got):
+            out[e] = _merge(args, got)
+    return out
+
+
+def _merge(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]:
+    """One Einsum's (table, templates, Stats) from its parts' (rows, [], Stats), None for
+    a part not started: the rows pruned across templates together (`generate.result`),
+    as the unsplit search's are; a part cut short or not started leaves the table empty
+    and the Einsum incomplete, bounded below by the least of its parts' bounds."""
+    einsum, workload, arch, constraints, objectives, _, budget, *_ = args
+    begin = time.perf_counter()
+    low, rows, stopped_by = math.inf, [], ""
+    for i, r in enumerate(got):
+        if r is None:
+            low = min(low, part_floor(einsum, workload, arch, constraints, i))
+            stopped_by = stopped_by or TIME_LIMIT
+            continue
+        part_rows, _, st = r
+        rows += part_rows
+        low = min(low, st.lower_bound)
+        stopped_by = stopped_by or st.stopped_by
+    low = min(low, budget)
+    table, templates, st = result(einsum, [] if stopped_by else rows, workload, arch, objectives,
+                                  sum(r[2].templates for r in got if r is not None),
+                                  sum(r[2].tile_shapes for r in got if r is not None), stopped_by, begin, low, budget,
+                                  constraints)
+    return table, templates, replace(st, seconds=sum(r[2].seconds for r in got if r is not None) + st.seconds)
 
 
 def union(first: dict, *others: dict) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:

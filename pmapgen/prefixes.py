@@ -177,10 +177,13 @@ class _Search:
         cols["time"], cols["inst"] = above.time, above.instances
 
     # ---- the search ----------------------------------------------------------------------
-    def run(self, deadline: float | None) -> str:
+    def run(self, deadline: float | None, root: int | None = None) -> str:
         """Search to the end (""), or until the deadline (TIME_LIMIT) or more than
-        `max_rows` waiting rows (ROW_LIMIT) stop it: the limit that did."""
-        for prefix, move in roots(self.sp, self.w):
+        `max_rows` waiting rows (ROW_LIMIT) stop it: the limit that did. `root`: only
+        from that root (an index into `templates.roots`; `search_part`)."""
+        for i, (prefix, move) in enumerate(roots(self.sp, self.w)):
+            if root is not None and i != root:
+                continue
             cols = self._root_columns()
             backing = {**dict(prefix.inner), **dict(prefix.shared_onchip)}  # root tensors are in DRAM
             key = Key(prefix, tuple((t, backing[t]) for t in self.shared), None if prefix.shared_onchip else 0, ())
@@ -755,17 +758,40 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     (`_Search.lower_bound`). `max_rows` stops the search like the time limit once more
     partial rows than that wait at once: they are most of its memory (at batch 1, 48
     columns, about half of them held as one value per part: `_compact`)."""
-    from pmapgen.generate import result, template_rows
+    from pmapgen.generate import result
+    begin = time.perf_counter()
+    rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
+    return result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes, st.stopped_by, begin,
+                  st.lower_bound, budget, constraints)
+
+
+def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
+                objectives=("energy", "latency"), time_limit: float | None = None, budget: float | None = None,
+                max_rows: int | None = None, part: int | None = None) -> tuple[list, "Stats"]:
+    """The prefix search's kept rows (`generate.Rows`, before they are pruned across
+    templates: `generate.result` does that) and its Stats (`kept` 0), from every root, or
+    only from root `part` of the `parts` of `generate_by_prefixes` (`pmapgen.parts`).
+
+    Two roots differ in some shared tensor's backing level, which is in every key a row
+    waits at and in every pmapping's compatibility key, so no row of one ever meets a
+    row of another: searched apart they keep the rows searched together keep. A mirror
+    image (`pmapgen.symmetry`) is added by the part whose structure is searched."""
+    from pmapgen.generate import Stats, template_rows
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
     rows, stopped_by, n_prefixes, n_rows, low = [], "", 0, 0, math.inf
+    first = 0  # the flat index of this unit's first root
     for unit in arch.computes_for(e):
+        n = _root_count(e, workload, arch, unit.name, constraints) if part is not None else 0
+        root, first = (None if part is None else part - first), first + n
+        if root is not None and not 0 <= root < n:
+            continue
         if stopped_by:  # not started: its first rows' floors bound it
             low = min(low, _first_floor(einsum, workload, arch, unit.name, constraints))
             continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
-        stopped_by = search.run(deadline)
+        stopped_by = search.run(deadline, root)
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         if budget is not None:
             low = min(low, search.lower_bound())
@@ -773,8 +799,19 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
             rows += [r for r in (_within(template_rows(t, tiles, workload, arch), budget)
                                  for t, tiles in search.survivors(objectives)) if len(r.tiles)]
     low = 0.0 if budget is None else min(low, budget)
-    return result(einsum, [] if stopped_by else rows, workload, arch, objectives, n_prefixes, n_rows, stopped_by,
-                  begin, low, budget, constraints)
+    return [] if stopped_by else rows, Stats(n_prefixes, n_rows, 0, not stopped_by, time.perf_counter() - begin, low,
+                                             budget, stopped_by)
+
+
+def part_count(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None) -> int:
+    """How many parts `search_part` splits the prefix search of `einsum` into: its roots
+    (backing choices) over all its compute units."""
+    e = workload.einsum(einsum)
+    return sum(_root_count(e, workload, arch, unit.name, constraints) for unit in arch.computes_for(e))
+
+
+def _root_count(e, workload: Workload, arch: Arch, unit: str, constraints: Constraints | None) -> int:
+    return sum(1 for _ in roots(space(e, workload, unit, arch, narrowed(constraints)), workload))
 
 
 def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceiling: float,
@@ -811,10 +848,23 @@ def energy_lower_bound(einsum: str, workload: Workload, arch: Arch, constraints:
                for unit in arch.computes_for(workload.einsum(einsum)))
 
 
-def _first_floor(einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints | None) -> float:
+def _first_floor(einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints | None,
+                 root: int | None = None) -> float:
     search = _Search(einsum, workload, arch, unit, constraints or Constraints(), ("energy",), -math.inf)
-    search.run(None)
+    search.run(None, root)
     return search.lowest_floor
+
+
+def part_floor(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None, part: int) -> float:
+    """A lower bound on the energy of every pmapping of part `part` (`search_part`): its
+    root's first rows' floors (inf: a root whose rows the floors cannot place)."""
+    e, first = workload.einsum(einsum), 0
+    for unit in arch.computes_for(e):
+        n = _root_count(e, workload, arch, unit.name, constraints)
+        if part < first + n:
+            return _first_floor(einsum, workload, arch, unit.name, constraints, part - first)
+        first += n
+    raise ValueError(f"{einsum} has no part {part}")
 
 
 def _within(rows, budget: float | None):

@@ -1,0 +1,131 @@
+"""A budgeted prefix search split by root (`pmapgen.prefixes.search_part`, run in parallel by
+`pmapgen.all_einsums._split`): its parts together keep exactly what the search keeps
+whole, mirrored Einsums included, and parts cut short or not started leave the Einsum
+incomplete with a lower bound at most its minimum."""
+from dataclasses import replace
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import pmapgen.all_einsums as all_einsums
+import pmapgen.prefixes as prefixes
+from pmapgen.all_einsums import _merge, generate_all
+from pmapgen.generate import TIME_LIMIT, generate
+from pmapgen.prefixes import generate_by_prefixes, part_count, search_part
+from tests.test_pmapgen import OBJECTIVES, TickingClock, frontier, kv_projections, small_problems
+from tests.test_symmetry import mirrored_problems
+
+SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def args(e, w, a, objectives, budget, time_limit=None):
+    """A job's arguments as `generate_all` builds them (`run_searches`)."""
+    return e, w, a, None, objectives, time_limit, budget, False, None
+
+
+def parts_equal_whole(w, a, quantile, objectives):
+    """Searched root by root and merged, each Einsum keeps the frontier it keeps whole (the
+    enumeration's within the budget: `tests/test_pmapgen.py`), from the same structural
+    prefixes, with the same lower bound."""
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=objectives)[0]
+        if full.empty:
+            continue
+        budget = float(np.quantile(full["energy"], quantile))
+        whole = generate_by_prefixes(e, w, a, objectives=objectives, budget=budget)
+        got = [(rows, [], stats) for rows, stats in (search_part(e, w, a, None, objectives, None, budget, None, i)
+                                                     for i in range(part_count(e, w, a)))]
+        table, templates, stats = _merge(args(e, w, a, objectives, budget), got)
+        assert stats.complete and frontier(table, objectives) == frontier(whole[0], objectives), e
+        assert stats.templates == whole[2].templates, e
+        assert stats.lower_bound == pytest.approx(whole[2].lower_bound, rel=1e-9), e
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=2), st.sampled_from([0.0, 0.3, 1.0]), st.sampled_from([OBJECTIVES, ("energy",)]))
+def test_a_search_split_by_root_keeps_what_it_keeps_whole(problem, quantile, objectives):
+    parts_equal_whole(*problem, quantile, objectives)
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(mirrored_problems(), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([OBJECTIVES, ("energy",)]))
+def test_a_mirrored_search_split_by_root_keeps_what_it_keeps_whole(problem, quantile, objectives):
+    """A part adds the mirror images of its survivors; the part of their root searches
+    nothing of those structures, so nothing is lost or doubled."""
+    parts_equal_whole(*problem, quantile, objectives)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(mirrored_problems(max_levels=3), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([OBJECTIVES, ("energy",)]))
+def test_a_mirrored_search_split_by_root_keeps_what_it_keeps_whole_long(problem, quantile, objectives):
+    parts_equal_whole(*problem, quantile, objectives)
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=2), st.sampled_from([0.3, 1.0]), st.integers(0, 40), st.data())
+def test_parts_cut_short_or_not_started_bound_the_minimum(problem, quantile, steps, data):
+    """Some parts cut by the time limit, some not started (None): the merged table is empty
+    and incomplete, and its lower bound is at most the Einsum's minimum."""
+    w, a = problem
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("energy",))[0]
+        n = part_count(e, w, a)
+        if full.empty or n < 2:
+            continue
+        budget = float(np.quantile(full["energy"], quantile))
+        fates = data.draw(st.lists(st.sampled_from(["run", "cut", "none"]), min_size=n, max_size=n), label=e)
+        got = []
+        for i, fate in enumerate(fates):
+            if fate == "none":
+                got.append(None)
+                continue
+            real = prefixes.time
+            prefixes.time = TickingClock()
+            try:
+                rows, stats = search_part(e, w, a, None, ("energy",), steps if fate == "cut" else None, budget, None, i)
+            finally:
+                prefixes.time = real
+            got.append((rows, [], stats))
+        table, _, stats = _merge(args(e, w, a, ("energy",), budget), got)
+        if all(g is not None and g[2].complete for g in got):
+            continue
+        assert not stats.complete and table.empty and stats.stopped_by, e
+        assert stats.lower_bound <= float(full["energy"].min()) * (1 + 1e-9), e
+
+
+def test_generate_all_splits_a_budgeted_search_across_workers_and_leaves_out_einsums_not_started():
+    """Through `generate_all` (two worker processes): the split search keeps the whole
+    search's frontier. With parts left out by the run (as a deadline or a stop leaves
+    them), an Einsum with a part cut short is incomplete, and one whose parts merely did
+    not all start is left out of the result, as an unsplit search that did not start is."""
+    w, a = kv_projections()
+    budgets = {}
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("energy",))[0]
+        budgets[e] = float(np.quantile(full["energy"], 0.5))
+    got = generate_all(w, a, objectives=("energy",), workers=2, progress=False, budgets=budgets)
+    for e in w.einsum_names:
+        whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=budgets[e])
+        assert got[e][2].complete and frontier(got[e][0], ("energy",)) == frontier(whole[0], ("energy",)), e
+
+    real = all_einsums.run_searches
+
+    def partial(jobs, *a_, **k):  # Einsum "K": its first part cut, its last not run; "S": its last part not run
+        ran = real(jobs, 1, False)
+        last = {e: max(i for f, i in ran if f == e) for e, _ in ran}
+        out = {key: r for key, r in ran.items() if key[1] != last[key[0]] or key[0] not in ("K", "S")}
+        first = min(i for f, i in out if f == "K")
+        _, templates, stats = out["K", first]
+        out["K", first] = ([], templates, replace(stats, complete=False, stopped_by=TIME_LIMIT))
+        return out
+
+    with mock.patch.object(all_einsums, "run_searches", partial):
+        cut = generate_all(w, a, objectives=("energy",), workers=2, progress=False, budgets=budgets)
+    for e in "KV":  # V is K's search renamed (identical Einsums)
+        assert e in cut and not cut[e][2].complete and cut[e][0].empty and cut[e][2].stopped_by == TIME_LIMIT
+    assert "S" not in cut and "T" not in cut
+    assert sorted(cut) == ["K", "V"]
