@@ -22,7 +22,9 @@ join can search exactly:
    the rest's tables. Its least term's W names the budgets to raise; each raise searches
    those Einsums again within a larger budget (`raise_step`), until the bound reaches U.
    The join over all tables is one of the terms, so a better mapping found on the way
-   lowers U and becomes the result.
+   lowers U and becomes the result. A raise's searches run split by root across the
+   cores (`pmapgen.all_einsums._split`; twenty-seventh session): a raise is often one
+   long search.
 
 3. **refinements** (twenty-third session, `ffm.refine`): a term of the bound counts its
    wildcards at their budgets and lets them join anything; refining it searches each
