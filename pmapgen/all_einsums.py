@@ -204,17 +204,18 @@ def _split(jobs: list[tuple], workers: int | None, progress: bool, desc: str, st
     left the other core idle (docs/pmapgen.md, "Searches split by root").
 
     Every part gets the Einsum's time limit, and none starts once the unsplit jobs would
-    all have run out of theirs (`workers` Einsums at a time); each part may hold
-    `max_rows` over the number of workers waiting rows, so the parts running at once
-    hold no more than one search did. The parts not started count as the Einsum's
-    search cut short where one of its parts was, and as not started otherwise."""
+    all have run out of theirs (`workers` Einsums at a time). Each part may hold the
+    whole search's `max_rows` waiting rows: the cap is per process, as it is when
+    `workers` unsplit searches run at once. (A share of it per part cut raises short
+    whose rows sit mostly under one root, which the whole search held: twenty-eighth
+    session.) The parts not started count as the Einsum's search cut short where one of
+    its parts was, and as not started otherwise."""
     n_workers = workers or max(1, os.cpu_count() or 1)
     split, count = [], {}
     for e, args in jobs:
         einsum, workload, arch, constraints, *_ = args
         count[e] = part_count(einsum, workload, arch, constraints)
-        max_rows = args[8] if args[8] is None else max(1, args[8] // n_workers)
-        split += [((e, i), (*args[:8], max_rows, i)) for i in range(count[e])]
+        split += [((e, i), (*args, i)) for i in range(count[e])]
     limit = jobs[0][1][5] if jobs else None
     deadline = None if limit is None else time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
     ran = run_searches(split, workers, progress, desc, stop_when_incomplete, unit="part", deadline=deadline)
