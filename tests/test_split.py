@@ -129,3 +129,27 @@ def test_generate_all_splits_a_budgeted_search_across_workers_and_leaves_out_ein
         assert e in cut and not cut[e][2].complete and cut[e][0].empty and cut[e][2].stopped_by == TIME_LIMIT
     assert "S" not in cut and "T" not in cut
     assert sorted(cut) == ["K", "V"]
+
+
+def test_a_row_cap_the_whole_search_completes_within_lets_the_split_search_complete():
+    """`max_rows` is a per-process cap: the least cap under which the whole search completes
+    (found by bisection) lets every part complete too. A share of it per part (the
+    twenty-seventh session's) cut these short, as it cut AV's raise at batch 1."""
+    w, a = kv_projections()
+    for e in "KS":
+        full = generate(e, w, a, objectives=("energy",))[0]
+        budget = float(full["energy"].max())
+
+        def whole_completes(cap):
+            return generate_by_prefixes(e, w, a, objectives=("energy",), budget=budget, max_rows=cap)[2].complete
+
+        low, high = 0, 1
+        while not whole_completes(high):
+            low, high = high, high * 2
+        while low + 1 < high:
+            mid = (low + high) // 2
+            low, high = (low, mid) if whole_completes(mid) else (mid, high)
+        got = generate_all(w, a, objectives=("energy",), workers=2, progress=False, budgets={e: budget},
+                           einsums=(e,), max_rows=high)[e]
+        whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=budget)
+        assert got[2].complete and frontier(got[0], ("energy",)) == frontier(whole[0], ("energy",)), (e, high)
