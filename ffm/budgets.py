@@ -32,11 +32,15 @@ join can search exactly:
    leaves there. Most keys no pmapping can give, and the search that shows it is quick,
    so this closes terms no raise can reach (at batch 1, QK's: raises would need its
    budget at 1.66 times its minimum). A refinement is tried when the least term is one
-   wildcard that the largest raise would not close in one step, and for every least term
-   once the raises stop (one cut short with no smaller raise to try, or their time, the
-   Einsums' time limits together, spent; refinements may go on REFINE_SHARE of that
-   longer). A least term refined before, whose keyed searches were cut short, ends the
-   proof incomplete. The refinements share their complete keyed searches (`searched`):
+   wildcard that the largest raise would not close in one step, when the last raise of
+   one of its wildcards took more than SLOW_RAISE of the time limit (twenty-eighth
+   session: a search's cost grows steeply with its budget, and at such budgets the
+   terms have few keys left), and for every least term once the raises stop (one cut
+   short with no smaller raise to try, or their time, the Einsums' time limits
+   together, spent; refinements may go on REFINE_SHARE of that longer). A least term
+   refined before, whose keyed searches were cut short, is raised instead while raises
+   go on, and ends the proof incomplete once they stopped. The refinements share their
+   complete keyed searches (`searched`):
    a term refined again after a raise searches only the keys whose budget rose
    (twenty-fourth session).
 
@@ -72,6 +76,7 @@ RTOL = 1e-9  # budgets equal up to summation order
 MIN_RAISE = 0.01  # a raised budget grows by at least this share (`raise_step`) ...
 MAX_RAISE = 0.05  # ... and at most this one: QK at batch 1 takes 30 s within 1.14x its minimum, 120 s within 1.26x
 REFINE_SHARE = 0.5  # refinements may go on past the raises' time by this share of it
+SLOW_RAISE = 0.5  # a raise this share of its time limit long: refine the next term holding its Einsums
 RAISE_ROWS = 1 << 22  # a raise's search stops once this many partial rows wait (about 1 GB at batch 1)
 
 
@@ -181,6 +186,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     refinements: list[Refinement] = []
     searched: dict = {}  # the refinements' complete keyed searches, which later ones reuse (`ffm.refine.refine`)
     raising = True  # False once a raise was cut short with no smaller one to try
+    raise_seconds: dict[str, float] = {}  # each Einsum's last raise, wall seconds of its step
 
     def stop(b, **kwargs):
         return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, least_term=(b.wildcards, b.rest),
@@ -197,8 +203,11 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
             return stop(b, incomplete=b.wildcards or order)
         if raises_until is not None and time.perf_counter() > raises_until:
             raising = False
-        if not raising or far_from_raises(b, bound, budgets, most):
-            if wild.refined(b.wildcards):  # refined before, with searches cut short: it stands
+        slow = time_limit is not None and any(raise_seconds.get(e, 0.0) > SLOW_RAISE * time_limit
+                                              for e in b.wildcards)
+        if (not raising or slow or far_from_raises(b, bound, budgets, most)) and (
+                not wild.refined(b.wildcards) or not raising):
+            if wild.refined(b.wildcards):  # refined before, with searches cut short, and no raise left: it stands
                 return stop(b, incomplete=b.wildcards)
             r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, time_limit, deadline,
                                workers, progress, searched)
@@ -208,7 +217,9 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                 bound, best = float(better[1].best["energy"].iloc[0]), better
             continue
         raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
+        began = time.perf_counter()
         got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=RAISE_ROWS)
+        raise_seconds.update({e: time.perf_counter() - began for e in b.wildcards})
         for e in b.wildcards:
             if e not in incomplete:  # complete within its raised budget, whatever the others did
                 wild.forget(e, budgets[e])

@@ -52,7 +52,7 @@ def refusing_raises(share: float) -> tuple:
 
 
 def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_work: int = 500_000,
-                refuse_above: float | None = None) -> None:
+                refuse_above: float | None = None, time_limit: float | None = None) -> None:
     """The proof started from a valid mapping joined from a random part of the pmappings;
     with `refuse_above`, every raise by more than that share is cut short (`refusing_raises`)
     and the proof must still end at the optimum by raising less."""
@@ -79,7 +79,8 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
 
     found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
     if refuse_above is None:
-        results, best, proof = prove_energy(workload, arch, start, found, workers=1, progress=False)
+        results, best, proof = prove_energy(workload, arch, start, found, time_limit=time_limit, workers=1,
+                                            progress=False)
     else:
         generate_all_, cut = refusing_raises(refuse_above)
         with mock.patch.object(budgets_module, "generate_all", generate_all_):
@@ -160,6 +161,16 @@ def test_a_proof_whose_large_raises_are_cut_short_raises_less_and_still_finds_th
     """Every raise above 2% of a budget is cut short by the row limit: the proof tries half
     the raise (at least MIN_RAISE, 1%) and still ends proven at the brute-force optimum."""
     check_proof(*problem, pick=pick, max_combinations=3_000_000, refuse_above=0.02)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_a_proof_whose_every_raise_counts_as_slow_refines_the_next_term_and_still_finds_the_optimum(problem, pick):
+    """Every raise takes more than SLOW_RAISE (here 0) of the time limit: the proof refines
+    each least term holding a raised Einsum, raises a term refined before instead of
+    stopping, and still ends proven at the brute-force optimum."""
+    with mock.patch.object(budgets_module, "SLOW_RAISE", 0.0):
+        check_proof(*problem, pick=pick, max_combinations=3_000_000, time_limit=1e6)
 
 
 @settings(max_examples=20, **SETTINGS)
