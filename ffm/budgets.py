@@ -205,17 +205,17 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
             raising = False
         slow = time_limit is not None and any(raise_seconds.get(e, 0.0) > SLOW_RAISE * time_limit
                                               for e in b.wildcards)
-        if (not raising or slow or far_from_raises(b, bound, budgets, most)) and (
-                not wild.refined(b.wildcards) or not raising):
-            if wild.refined(b.wildcards):  # refined before, with searches cut short, and no raise left: it stands
+        if not raising or slow or far_from_raises(b, bound, budgets, most):
+            if not wild.refined(b.wildcards):
+                r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, time_limit,
+                                   deadline, workers, progress, searched)
+                refinements.append(r)
+                wild.refine(b.wildcards, r.value)
+                if better is not None:
+                    bound, best = float(better[1].best["energy"].iloc[0]), better
+                continue
+            if not raising:  # refined before, with searches cut short, and no raise left: it stands
                 return stop(b, incomplete=b.wildcards)
-            r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, time_limit, deadline,
-                               workers, progress, searched)
-            refinements.append(r)
-            wild.refine(b.wildcards, r.value)
-            if better is not None:
-                bound, best = float(better[1].best["energy"].iloc[0]), better
-            continue
         raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
         began = time.perf_counter()
         got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=RAISE_ROWS)
