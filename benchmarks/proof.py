@@ -13,7 +13,8 @@ The batch-1 figures of docs/mapper.md ("Step 3: refining the least term"):
 Runs `ffm.map` for energy with pmapgen cut short at `--time-limit` seconds per Einsum and
 the proof after it, and prints the best mapping found before the proof, the proof's steps
 (seconds, partial pmappings built), its refinements of the bound's terms (`ffm.refine`:
-keyed searches, empty, cut short, seconds, closed or not), the lower bound and the result;
+keyed searches, empty, cut short, seconds, closed or not; a retry reruns a standing
+term's searches cut short, split by root), the lower bound and the result;
 with `--exhaustive`, also the run
 without a time limit, to compare times and check the two optima are equal.
 """
@@ -57,7 +58,9 @@ def main() -> None:
                   f"{'complete' if done else 'INCOMPLETE'}")
         for k, ref in enumerate(proof.refinements, 1):  # ffm.refine, in the order the proof ran them
             state = "closed" if ref.value >= proof.bound * (1 - 1e-9) else f"stands at {ref.value:.6g} pJ"
-            print(f"  refinement {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused), {ref.empty} empty, "
+            what = "retry (searches cut short, split by root)" if ref.retry else "refinement"
+            print(f"  {what} {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused), "
+                  f"{ref.empty} empty, "
                   f"{ref.cut} cut short or not started, {ref.rows:,} rows, {ref.seconds:.1f} s; {state}; each "
                   f"wildcard costs at least: {', '.join(f'{e} {v:.6g} pJ' for e, v in ref.least)}")
         print(f"  the optimum is at least {proof.lower:.6g} pJ: within {proof.bound / proof.lower:.4f}x"

@@ -1,5 +1,5 @@
 """A budgeted prefix search (an energy proof's raise) whole in one worker against split by
-root across the workers (`pmapgen.all_einsums._split`), side by side on gpt3 / tpuv4i.
+root across the workers (`pmapgen.all_einsums.split_searches`), side by side on gpt3 / tpuv4i.
 
     python benchmarks/split.py [--einsums QK:1.2 AV:1.25 QK:1.35] [--batch 1 --seq-len 2048]
         [--time-limit 300] [--workers 2]

@@ -23,8 +23,8 @@ join can search exactly:
    those Einsums again within a larger budget (`raise_step`), until the bound reaches U.
    The join over all tables is one of the terms, so a better mapping found on the way
    lowers U and becomes the result. A raise's searches run split by root across the
-   cores (`pmapgen.all_einsums._split`; twenty-seventh session): a raise is often one
-   long search.
+   cores (`pmapgen.all_einsums.split_searches`; twenty-seventh session): a raise is
+   often one long search.
 
 3. **refinements** (twenty-third session, `ffm.refine`): a term of the bound counts its
    wildcards at their budgets and lets them join anything; refining it searches each
@@ -187,6 +187,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     searched: dict = {}  # the refinements' complete keyed searches, which later ones reuse (`ffm.refine.refine`)
     raising = True  # False once a raise was cut short with no smaller one to try
     raise_seconds: dict[str, float] = {}  # each Einsum's last raise, wall seconds of its step
+    retried: set[tuple[str, ...]] = set()  # terms refined again once raises stopped (`refine`'s `retry`)
 
     def stop(b, **kwargs):
         return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, least_term=(b.wildcards, b.rest),
@@ -206,15 +207,23 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         slow = time_limit is not None and any(raise_seconds.get(e, 0.0) > SLOW_RAISE * time_limit
                                               for e in b.wildcards)
         if not raising or slow or far_from_raises(b, bound, budgets, most):
-            if not wild.refined(b.wildcards):
-                r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, time_limit,
-                                   deadline, workers, progress, searched)
+            fresh = not wild.refined(b.wildcards)
+            # a term refined before stands once raises stopped (its searches were cut short),
+            # unless it was not yet retried: those searches again, split, with the time left
+            retry = not fresh and not raising and b.wildcards not in retried and deadline is not None \
+                and time.perf_counter() < deadline
+            if fresh or retry:
+                if retry:
+                    retried.add(b.wildcards)
+                limit = deadline - time.perf_counter() if retry else time_limit
+                r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, limit,
+                                   deadline, workers, progress, searched, retry=retry)
                 refinements.append(r)
                 wild.refine(b.wildcards, r.value)
                 if better is not None:
                     bound, best = float(better[1].best["energy"].iloc[0]), better
                 continue
-            if not raising:  # refined before, with searches cut short, and no raise left: it stands
+            if not raising:  # refined (and retried) with searches cut short, and no raise left: it stands
                 return stop(b, incomplete=b.wildcards)
         raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
         began = time.perf_counter()

@@ -43,7 +43,7 @@ from ffm.join import join
 from ffm.search import SearchResult, search
 from ffm.wildcards import cut_keys
 from pmapgen import Constraints
-from pmapgen.all_einsums import run_searches, union
+from pmapgen.all_einsums import run_searches, split_searches, union
 from workloads.model import Workload
 
 RTOL = 1e-9  # energies equal up to summation order
@@ -66,6 +66,7 @@ class Refinement:
     seconds: float = 0.0
     least: tuple[tuple[str, float], ...] = ()  # (wildcard, what it costs at least in a mapping of the term below U)
     reused: int = 0  # keys answered by an earlier refinement's complete search (`refine`'s `searched`)
+    retry: bool = False  # a term refined before, its searches cut short there run again split by root
 
     @property
     def complete(self) -> bool:
@@ -215,11 +216,14 @@ class KeyedSearches:
 def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Workload, arch: Arch,
                 constraints: Constraints | None = None, searched: dict | None = None,
                 time_limit: float | None = None, deadline: float | None = None, workers: int | None = None,
-                progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches"
-                ) -> KeyedSearches:
+                progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches",
+                split: bool = False) -> KeyedSearches:
     """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
     inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
-    (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s."""
+    (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s.
+    `split` runs each search split by root across the workers
+    (`pmapgen.all_einsums.split_searches`): for the few long searches of a retry, not for
+    the thousands of millisecond ones a first refinement runs (a part per root each)."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
     groups = key_groups(betas, group_above, e, searched)
@@ -235,7 +239,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         cons = replace(base, tensor_keys={**base.tensor_keys, **dict(group)})
         jobs.append(((e, group), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
     if jobs:
-        ran = run_searches(jobs, workers, progress, desc=desc, unit="key", deadline=deadline)
+        ran = (split_searches(jobs, workers, progress, desc, deadline=deadline) if split else
+               run_searches(jobs, workers, progress, desc=desc, unit="key", deadline=deadline))
         for (_, group), args in jobs:
             if (e, group) in ran and ran[e, group][2].complete:
                 searched[e, group] = (args[6], ran[e, group])
@@ -271,7 +276,7 @@ def search_order(workload: Workload, wildcards, rests: dict[str, dict]) -> list[
 def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, float], wildcards: tuple[str, ...],
            bound: float, constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
            deadline: float | None = None, workers: int | None = None, progress: bool = False,
-           searched: dict | None = None, group_above: int = KEY_ALL_UP_TO
+           searched: dict | None = None, group_above: int = KEY_ALL_UP_TO, retry: bool = False
            ) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
     """(the refinement of the term of `wildcards`, a mapping below `bound` (U) if its join
     found one: (results it indexes, SearchResult)). `results` holds each Einsum's table
@@ -289,7 +294,11 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     are searched, e costs at least L_e in a mapping of this term (the least over its keys
     of its keyed table's least, or its search's lower bound, and at least b_e), so the
     wildcards after it are searched within U - R(c) - L_e - ..., and a wildcard whose
-    per-key sums reach U closes the term without searching the others."""
+    per-key sums reach U closes the term without searching the others.
+
+    `retry` marks a term refined before whose keyed searches were cut short: the complete
+    ones are all in `searched`, so only those cut short run again, each split by root
+    across the workers (`search_keys`' `split`)."""
     start = time.perf_counter()
     tables = {e: r[0] for e, r in results.items()}
     at = sum(budgets[w] for w in wildcards)
@@ -310,7 +319,8 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
             else:
                 betas[key] = beta
         ks = search_keys(e, betas, budgets[e], workload, arch, (constraints or {}).get(e), searched, time_limit,
-                         deadline, workers, progress, group_above, desc=f"proof: refine {', '.join(wildcards)}: {e}")
+                         deadline, workers, progress, group_above, desc=f"proof: refine {', '.join(wildcards)}: {e}",
+                         split=retry)
         floors[e].update(ks.floors)
         got.update(ks.results)
         keys, empty, cut, rows, reused = (keys + ks.searches, empty + ks.empty, cut + ks.cut, rows + ks.rows,
@@ -331,7 +341,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
             best = (both, found)
         value = max(value, min(energy, cut_bound))
     return Refinement(tuple(wildcards), value, keys, empty, cut, rows, time.perf_counter() - start,
-                      tuple((e, least[e]) for e in wildcards), reused), best
+                      tuple((e, least[e]) for e in wildcards), reused, retry), best
 
 
 def per_key(e: str, rests: dict[str, dict], floors: dict[str, dict], least: dict[str, float],

@@ -99,7 +99,7 @@ def _least_term_text(proof: Proof) -> str:
         return (f" Its least term, with {', '.join(wild)} above {'its' if len(wild) == 1 else 'their'} budget"
                 f"{'s' * (len(wild) > 1)}, was refined by searching {'it' if len(wild) == 1 else 'them'} on demand "
                 f"to {energy_text(rest + sum(proof.budgets[e] for e in wild))}, but {r.cut} of its {r.keys} keyed "
-                f"searches were cut short.")
+                f"searches were cut short{' even when retried with the time left' if r.retry else ''}.")
     if len(wild) == 1:
         (e,) = wild
         times = f" ({need / proof.minima[e]:.2f} times its minimum)" if proof.minima.get(e) else ""
@@ -156,7 +156,9 @@ def proof_lines(proof: Proof) -> list[str]:
                  + (f" ({reused} answered by earlier refinements' searches)" if (reused := sum(r.reused for r in rs))
                     else "")
                  + f", {sum(r.empty for r in rs)} of them "
-                 f"with no pmapping, {sum(r.cut for r in rs)} cut short or not started, {sum(r.seconds for r in rs):.1f} s.")
+                 f"with no pmapping, {sum(r.cut for r in rs)} cut short or not started, {sum(r.seconds for r in rs):.1f} s"
+                 + (f"; {retries} of these refinements retried a standing term's searches cut short, split by root"
+                    if (retries := sum(r.retry for r in rs)) else "") + ".")
     if proof.found > proof.bound:
         head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "
                  f"{energy_text(proof.bound)} (its first join, of each Einsum's least-energy pmappings together with "

@@ -74,7 +74,7 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
 
 
 def _search(args) -> tuple:
-    """A job's (table, templates, Stats); a part of a split search (`_split`) gives its
+    """A job's (table, templates, Stats); a part of a split search (`split_searches`) gives its
     (rows, [], Stats) instead (`pmapgen.prefixes.search_part`), which `_merge` unites."""
     einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows, *part = args
     if part:
@@ -184,7 +184,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows))
             for e in unique]
     if budgets and not rising and workers != 1:
-        results = _split(jobs, workers, progress, desc, stop_when_incomplete)
+        results = split_searches(jobs, workers, progress, desc, stop_when_incomplete)
     else:
         results = run_searches(jobs, workers, progress, desc, stop_when_incomplete)
     out = {}
@@ -197,14 +197,16 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     return out
 
 
-def _split(jobs: list[tuple], workers: int | None, progress: bool, desc: str, stop_when_incomplete: bool) -> dict:
+def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc: str,
+                   stop_when_incomplete: bool = False, deadline: float | None = None) -> dict:
     """`run_searches` for budgeted prefix searches, each split into its parts (one per
     root: `pmapgen.prefixes.search_part`) so that the parts of one long search share the
     cores: a raise of the energy proof is often one Einsum, and one process searching it
     left the other core idle (docs/pmapgen.md, "Searches split by root").
 
     Every part gets the Einsum's time limit, and none starts once the unsplit jobs would
-    all have run out of theirs (`workers` Einsums at a time). Each part may hold the
+    all have run out of theirs (`workers` Einsums at a time), nor after `deadline` (a
+    `time.perf_counter()` value). Each part may hold the
     whole search's `max_rows` waiting rows: the cap is per process, as it is when
     `workers` unsplit searches run at once. (A share of it per part cut raises short
     whose rows sit mostly under one root, which the whole search held: twenty-eighth
@@ -217,7 +219,9 @@ def _split(jobs: list[tuple], workers: int | None, progress: bool, desc: str, st
         count[e] = part_count(einsum, workload, arch, constraints)
         split += [((e, i), (*args, i)) for i in range(count[e])]
     limit = jobs[0][1][5] if jobs else None
-    deadline = None if limit is None else time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
+    if limit is not None:
+        own = time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
+        deadline = own if deadline is None else min(own, deadline)
     ran = run_searches(split, workers, progress, desc, stop_when_incomplete, unit="part", deadline=deadline)
     out = {}
     for e, args in jobs:

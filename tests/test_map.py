@@ -324,6 +324,14 @@ def test_the_proof_names_the_limit_that_cut_each_search_short():
     assert ("3 terms of the bound were refined by searching their wildcards on demand, within the keys the other "
             "Einsums' tables give them (ffm.refine): 24 keyed searches (8 answered by earlier refinements' searches), "
             "18 of them with no pmapping") in " ".join(" ".join(proof_lines(again)).split())
+    # the least term retried once raises stopped (its searches cut short, split by root), and still cut short
+    retried = replace(refined, refinements=refined.refinements + (Refinement(("QK",), 9.2, keys=1, cut=1,
+                                                                             retry=True),))
+    words = " ".join(" ".join(proof_lines(retried)).split())
+    assert ("Its least term, with QK above its budget, was refined by searching it on demand to 9 pJ, but 1 of its "
+            "1 keyed searches were cut short even when retried with the time left.") in words
+    assert ("15 keyed searches, 11 of them with no pmapping, 2 cut short or not started, 3.0 s; 1 of these "
+            "refinements retried a standing term's searches cut short, split by root.") in words
     stopped = replace(refined, least_term=(("V", "QK"), 6.5))  # a least term not refined: the deadline stopped it
     assert "The raises and refinements ran out of time; the best mapping found is 10 pJ" in \
         " ".join(" ".join(proof_lines(stopped)).split())

@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 from functools import reduce
 
 import workloads
+import pmapgen.prefixes as prefixes
 from ffm.refine import _join_energy, refine, rest_by_key, search_keys, tagged_tensors
 from ffm.wildcards import WildcardBound
 from pmapgen import generate
+from tests.test_pmapgen import TickingClock
 from tests.test_search import (RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, fits, problems,  # noqa: F401
                                report, unless_too_big)
 
@@ -92,9 +94,14 @@ def term_optimum(bf: BruteForce, budgets: dict[str, float], wildcards,
     return math.inf, {}
 
 
-def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = None) -> None:
+def refine_case(workload, arch, pick: int, wildcards: tuple[str, ...] | None = None):
+    """A term to refine: each table complete within a random budget (the wildcards' low
+    enough that some pmapping is above), and U around the term's brute-force optimum.
+    (brute force, results, budgets, wildcards, the optimum, the term's optimum, its
+    wildcards' energies there, U, the random generator drawn from), or None where brute
+    force is too big or the term has no mapping."""
     if (bf := unless_too_big(lambda: BruteForce(workload, arch, 3_000_000, 500_000))) is None:
-        return
+        return None
     order = list(workload.einsum_names)
     generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
     rng = np.random.default_rng(pick)
@@ -108,16 +115,23 @@ def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = 
         budgets[e] = low * 0.9 + rng.random() * (top - low * 0.9)
         results[e] = (t[t["energy"] <= budgets[e]], templates, stats)
     if (got := unless_too_big(lambda: (bf.best("energy"), term_optimum(bf, budgets, wildcards)))) is None:
-        return
+        return None
     truth, (term, each) = got
     if math.isinf(term):
         _bump("no mapping of the term")
-        return
+        return None
     # U: a little above the term's optimum (the term must not close), below it (it may), or
     # below every mapping (it must: searched to the end, nothing is below U)
     how = int(rng.integers(5))
     bound = [term * 1.001, term * 1.05, term * 1.5, term * 0.98, truth * 0.98][how]
     _bump(f"U choice {how}")
+    return bf, results, budgets, wildcards, truth, term, each, bound, rng
+
+
+def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = None) -> None:
+    if (case := refine_case(workload, arch, pick, wildcards)) is None:
+        return
+    bf, results, budgets, wildcards, truth, term, each, bound, rng = case
     searched: dict = {}
     r, better = refine(workload, arch, results, budgets, wildcards, bound, workers=1, searched=searched)
     # every wildcard's keys grouped by one tagged tensor's c_T, each group searched once
@@ -159,6 +173,42 @@ def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = 
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_refined_term_is_at_most_its_best_brute_force_mapping(problem, pick):
     check_refine(*problem, pick=pick)
+
+
+def check_retry(workload, arch, pick: int, ticks: int) -> None:
+    """A term refined with its keyed searches cut short after `ticks` clock readings (a
+    ticking clock: the same cut on every machine), then retried (`refine`'s `retry`: the
+    complete searches answered from `searched`, the ones cut short run again split by
+    root): the same as refining afresh with no limit."""
+    if (case := refine_case(workload, arch, pick)) is None:
+        return
+    _, results, budgets, wildcards, truth, term, each, bound, _ = case
+    searched: dict = {}
+    real = prefixes.time
+    prefixes.time = TickingClock()
+    try:
+        cut, _ = refine(workload, arch, results, budgets, wildcards, bound, time_limit=ticks, workers=1,
+                        searched=searched)
+    finally:
+        prefixes.time = real
+    retried, _ = refine(workload, arch, results, budgets, wildcards, bound, workers=1, searched=searched, retry=True)
+    fresh, _ = refine(workload, arch, results, budgets, wildcards, bound, workers=1)
+    assert retried.retry and retried.complete and not fresh.retry
+    assert np.isclose(retried.value, fresh.value, rtol=RTOL) or retried.value == fresh.value, (retried, fresh)
+    assert [x for _, x in retried.least] == [x for _, x in fresh.least]
+    assert (retried.keys, retried.empty, retried.rows) == (fresh.keys, fresh.empty, fresh.rows)
+    if not cut.cut:  # nothing was cut: that run was the whole refinement, and answers every search
+        assert retried.reused == retried.keys, (retried.reused, retried.keys)
+    _bump("checked")
+    _bump("cut short, then retried", int(cut.cut > 0))
+    _bump("searches cut short", cut.cut)
+    _bump("searches answered by the cut run's complete ones", retried.reused)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6), st.integers(1, 60))
+def test_a_term_refined_with_searches_cut_short_and_retried_equals_one_refined_to_the_end(problem, pick, ticks):
+    check_retry(*problem, pick=pick, ticks=ticks)
 
 
 def two_produced_inputs(m: int, a: int):

@@ -1,5 +1,5 @@
 """A budgeted prefix search split by root (`pmapgen.prefixes.search_part`, run in parallel by
-`pmapgen.all_einsums._split`): its parts together keep exactly what the search keeps
+`pmapgen.all_einsums.split_searches`): its parts together keep exactly what the search keeps
 whole, mirrored Einsums included, and parts cut short or not started leave the Einsum
 incomplete with a lower bound at most its minimum."""
 from dataclasses import replace
