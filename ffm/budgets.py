@@ -39,7 +39,11 @@ join can search exactly:
    short with no smaller raise to try, or their time, the Einsums' time limits
    together, spent; refinements may go on REFINE_SHARE of that longer). A least term
    refined before, whose keyed searches were cut short, is raised instead while raises
-   go on, and ends the proof incomplete once they stopped. The refinements share their
+   go on; once they stopped it is refined once more (twenty-ninth session): the searches
+   that completed before answer from `searched`, and those cut short run again split by
+   root across the cores (`refine`'s `retry`) with all the time left before the
+   deadline. A term still standing after that ends the proof incomplete. The
+   refinements share their
    complete keyed searches (`searched`):
    a term refined again after a raise searches only the keys whose budget rose
    (twenty-fourth session).
