@@ -194,8 +194,11 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     retried: set[tuple[str, ...]] = set()  # terms refined again once raises stopped (`refine`'s `retry`)
 
     def stop(b, **kwargs):
-        return *(best or (None, None)), proof(minima, bound, b.lower, budgets=budgets, least_term=(b.wildcards, b.rest),
-                                              refinements=tuple(refinements), **kwargs)
+        # the bound's terms speak of the mappings below U (a refined or ceiling-cut term at
+        # U or more says only that none is there), so the optimum is at least min(lower, U)
+        return *(best or (None, None)), proof(minima, bound, min(b.lower, bound), budgets=budgets,
+                                              least_term=(b.wildcards, b.rest), refinements=tuple(refinements),
+                                              **kwargs)
 
     while True:
         b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)
