@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, replace
+from typing import Callable
 import numpy as np
 import pandas as pd
 
@@ -43,7 +44,7 @@ from ffm.join import join
 from ffm.search import SearchResult, search
 from ffm.wildcards import cut_keys
 from pmapgen import Constraints
-from pmapgen.all_einsums import run_searches, split_searches, union
+from pmapgen.all_einsums import rename, run_searches, signature, split_searches, union
 from workloads.model import Workload
 
 RTOL = 1e-9  # energies equal up to summation order
@@ -159,15 +160,16 @@ def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame],
 KEY_ALL_UP_TO = 20000  # keys a wildcard is searched at one by one; past it, grouped (`key_groups`)
 
 
-def key_groups(betas: dict[tuple, float], up_to: int = KEY_ALL_UP_TO, einsum: str | None = None,
-               searched: dict | None = None) -> dict[tuple, list[tuple]]:
+def key_groups(betas: dict[tuple, float], up_to: int = KEY_ALL_UP_TO,
+               known: Callable[[tuple], float] | None = None) -> dict[tuple, list[tuple]]:
     """{search key: the keys of `betas` ({key: β}) it answers}. Up to `up_to` keys, each is
     searched alone. Past that, they are grouped by the c_T of one tagged tensor, and each
     group is searched once, within the largest β of its keys: such a search holds every
     pmapping with that c_T within that β, or one dominating it within its compatibility
     group, which has the same c_T for every tensor, so its rows give each key of the group
     its least cost (`least_by_key`). The tensor is the one leaving the fewest searches
-    that `searched` (`refine`'s) does not answer, then the fewest groups. At batch 1,
+    that earlier ones do not answer (`known(group)`: the β of an earlier complete search
+    of that group, -inf for none), then the fewest groups. At batch 1,
     (QK, AV) gives AV 449466 keys, pairs of 6514 c_T of QK_softmax's output and 69 of V:
     grouped by QK_softmax's c_T its searches take 0.05 to 10 s each (over an hour in all);
     by V's, the term (QK_softmax, AV) had run 68 of the 69 searches and the term closed
@@ -175,14 +177,13 @@ def key_groups(betas: dict[tuple, float], up_to: int = KEY_ALL_UP_TO, einsum: st
     keys = list(betas)
     if len(keys) <= up_to or len(keys[0]) < 2:  # one tagged tensor: a group is a key
         return {k: [k] for k in keys}
-    searched = searched or {}
+    known = known or (lambda group: -math.inf)
     best, choice = None, {}
     for i in range(len(keys[0])):
         groups: dict[tuple, list[tuple]] = {}
         for k in keys:
             groups.setdefault((k[i],), []).append(k)
-        new = sum(not ((einsum, g) in searched and searched[einsum, g][0] >= max(betas[k] for k in members))
-                  for g, members in groups.items())
+        new = sum(known(g) < max(betas[k] for k in members) for g, members in groups.items())
         if best is None or (new, len(groups)) < best:
             best, choice = (new, len(groups)), groups
     return choice
@@ -220,30 +221,43 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
                 split: bool = False) -> KeyedSearches:
     """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
     inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
-    (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s.
+    (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s,
+    keyed by what a search's result depends on (`pmapgen.all_einsums.signature`: names
+    factored out), so a search of one Einsum answers the same search of another identical
+    up to names, renamed (at batch 1, V's and Q's keyed by I's c_T: the same searches).
     `split` runs each search split by root across the workers
     (`pmapgen.all_einsums.split_searches`): for the few long searches of a retry, not for
     the thousands of millisecond ones a first refinement runs (a part per root each)."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
-    groups = key_groups(betas, group_above, e, searched)
-    jobs, done, floors = [], {}, {}
+
+    def keyed(group: tuple) -> Constraints:
+        return replace(base, tensor_keys={**base.tensor_keys, **dict(group)})
+
+    def known(group: tuple) -> float:
+        return searched.get(signature(e, workload, keyed(group)), (-math.inf,))[0]
+
+    groups = key_groups(betas, group_above, known)
+    jobs, done, floors, sigs = [], {}, {}, {}
     reused = empty = cut = rows = 0
     for group, members in sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1])):
         beta = max(betas[k] for k in members)
-        if (e, group) in searched and searched[e, group][0] >= beta:
-            table, templates, stats = searched[e, group][1]
+        cons = keyed(group)
+        sigs[e, group] = sig = signature(e, workload, cons)
+        if sig in searched and searched[sig][0] >= beta:
+            _, src, (table, templates, stats) = searched[sig]
+            if src != e:
+                table, templates = rename(table, templates, src, e, workload)
             done[e, group] = (table[table["energy"].to_numpy() <= beta], templates, stats)
             reused += 1
             continue
-        cons = replace(base, tensor_keys={**base.tensor_keys, **dict(group)})
         jobs.append(((e, group), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
     if jobs:
         ran = (split_searches(jobs, workers, progress, desc, deadline=deadline) if split else
                run_searches(jobs, workers, progress, desc=desc, unit="key", deadline=deadline))
-        for (_, group), args in jobs:
-            if (e, group) in ran and ran[e, group][2].complete:
-                searched[e, group] = (args[6], ran[e, group])
+        for key, args in jobs:
+            if key in ran and ran[key][2].complete:
+                searched[sigs[key]] = (args[6], e, ran[key])
         done.update(ran)
     for group, members in groups.items():
         res = done.get((e, group))
@@ -283,11 +297,12 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     (`generate_all`-style) complete within `budgets`; each keyed search gets `time_limit`
     seconds and none starts after `deadline` (`time.perf_counter()`).
 
-    `searched` ({(einsum, key): (β, result)}, updated here) holds the complete keyed
-    searches of earlier refinements: one whose β is at least the new β answers that key
-    (its rows within the new β are a frontier within it), so a term refined again after
-    a raise, or a term sharing a wildcard with one refined before, searches only the keys
-    whose β rose. A wildcard with more than `group_above` keys is searched once per group
+    `searched` ({search signature: (β, einsum, result)}, updated here) holds the complete
+    keyed searches of earlier refinements and of this one: one whose β is at least the new
+    β answers that key (its rows within the new β are a frontier within it), so a term
+    refined again after a raise, or a term sharing a wildcard with one refined before,
+    searches only the keys whose β rose; and an Einsum identical to one searched before
+    up to names (V, K, Q) is answered by that one's searches, renamed (`search_keys`). A wildcard with more than `group_above` keys is searched once per group
     of keys sharing one tensor's c_T (`key_groups`).
 
     The wildcards are searched one after the other (`search_order`). Once all of e's keys

@@ -9,6 +9,7 @@ tests/test_budgets.py (every raise cut short)."""
 from __future__ import annotations
 
 import math
+from unittest import mock
 
 import numpy as np
 from hypothesis import given, settings
@@ -17,11 +18,13 @@ from hypothesis import strategies as st
 from functools import reduce
 
 import workloads
+import ffm.refine as refine_module
 import pmapgen.prefixes as prefixes
 from ffm.refine import _join_energy, refine, rest_by_key, search_keys, tagged_tensors
 from ffm.wildcards import WildcardBound
-from pmapgen import generate
-from tests.test_pmapgen import TickingClock
+from looptree.nodes import Storage
+from pmapgen import generate, rebuild
+from tests.test_pmapgen import TickingClock, frontier
 from tests.test_search import (RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, fits, problems,  # noqa: F401
                                report, unless_too_big)
 
@@ -94,6 +97,13 @@ def term_optimum(bf: BruteForce, budgets: dict[str, float], wildcards,
     return math.inf, {}
 
 
+def each_einsum_its_own_searches():
+    """Within it, `refine` keys its searches by Einsum too: one Einsum's search never
+    answers another's, even one identical up to names (`search_keys`)."""
+    real = refine_module.signature
+    return mock.patch.object(refine_module, "signature", lambda e, w, c: (e, real(e, w, c)))
+
+
 def refine_case(workload, arch, pick: int, wildcards: tuple[str, ...] | None = None):
     """A term to refine: each table complete within a random budget (the wildcards' low
     enough that some pmapping is above), and U around the term's brute-force optimum.
@@ -146,7 +156,8 @@ def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = 
     # ones: the same as refining afresh
     again = bound * float(rng.choice([0.97, 1.05]))
     reusing, _ = refine(workload, arch, results, budgets, wildcards, again, workers=1, searched=searched)
-    fresh, _ = refine(workload, arch, results, budgets, wildcards, again, workers=1)
+    with each_einsum_its_own_searches():  # afresh: nothing answered by another search, not even a twin's
+        fresh, _ = refine(workload, arch, results, budgets, wildcards, again, workers=1)
     assert np.isclose(reusing.value, fresh.value, rtol=RTOL) or reusing.value == fresh.value, (reusing, fresh)
     assert [x for _, x in reusing.least] == [x for _, x in fresh.least]
     assert (reusing.keys, reusing.empty, reusing.rows) == (fresh.keys, fresh.empty, fresh.rows) and fresh.reused == 0
@@ -315,3 +326,65 @@ def check_refined_term_after_a_raise(workload, arch, pick: int) -> None:
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_refined_term_still_bounds_its_mappings_after_another_einsum_is_raised(problem, pick):
     check_refined_term_after_a_raise(*problem, pick=pick)
+
+
+def twin_projections(m: int, a: int, b: int):
+    """Y and Z read X alike and are identical up to names (as gpt3's V, K and Q read I)."""
+    return workloads.load({"name": "twins", "rank_sizes": {"m": m, "a": a, "b": b}, "bits": 8,
+                           "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,b] = X[m,a] * W1[a,b]"]})
+
+
+@settings(max_examples=15, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searched_its_own(problem, m, a, pick):
+    """The term (Y, Z) of twins with equal budgets: every search Z needs is one Y ran
+    (`search_keys` keys them by signature, names factored out), answered renamed, and the
+    refinement equals the one where each twin runs its own searches (the signature made
+    to name the Einsum); `check_refine` judges the twins against brute force."""
+    workload, arch = twin_projections(m, a, 2), problem[1]
+    check_refine(workload, arch, pick, wildcards=("Y", "Z"))
+    tables = {e: generate(e, workload, arch, objectives=("energy",)) for e in workload.einsum_names}
+    if any(t[0].empty for t in tables.values()):
+        _bump("no pmapping")
+        return
+    rng = np.random.default_rng(pick)
+    low, high = float(tables["Y"][0]["energy"].min()), float(tables["Y"][0]["energy"].max())
+    budget = low + rng.random() * (high - low) / 2
+    budgets = {"X": float(tables["X"][0]["energy"].max()), "Y": budget, "Z": budget}
+    results = {e: (t[t["energy"] <= budgets[e]], templates, stats) for e, (t, templates, stats) in tables.items()}
+    bound = (budgets["X"] + 2 * high) * float(rng.choice([0.5, 1.0, 2.0]))
+    ran: dict[str, list] = {"shared": [], "own": []}
+
+    def counting(name):
+        def run_searches(jobs, *args, **kw):
+            ran[name] += [key[0] for key, _ in jobs]  # a job is ((einsum, group), args)
+            return real_run(jobs, *args, **kw)
+        return run_searches
+
+    real_run = refine_module.run_searches
+    with mock.patch.object(refine_module, "run_searches", counting("shared")):
+        shared, _ = refine(workload, arch, results, budgets, ("Y", "Z"), bound, workers=1)
+    with each_einsum_its_own_searches(), mock.patch.object(refine_module, "run_searches", counting("own")):
+        own, _ = refine(workload, arch, results, budgets, ("Y", "Z"), bound, workers=1)
+    assert np.isclose(shared.value, own.value, rtol=RTOL) or shared.value == own.value, (shared, own)
+    assert shared.least == own.least and (shared.keys, shared.empty, shared.rows) == (own.keys, own.empty, own.rows)
+    # Y is searched first; Z's β at a key is at most Y's there (Y costs at least its budget,
+    # Z's), so each search Z needs is one Y ran: none runs for Z
+    assert own.reused == 0 and "Z" not in ran["shared"] and shared.reused == ran["own"].count("Z"), (shared, ran)
+    _bump("twin searches answered by the other's", shared.reused)
+    # Z's keys answered by Y's searches come back as Z's own search's rows would: its
+    # frontier, each row rebuilding to a pmapping of Z over Z's tensors
+    keys = rest_by_key(workload, arch, {e: r[0] for e, r in results.items()}, ("Z",), "Z", math.inf)
+    betas = {k: budget * 1.5 for k in keys}
+    searched: dict = {}
+    search_keys("Y", betas, budget, workload, arch, searched=searched, workers=1)
+    answered = search_keys("Z", betas, budget, workload, arch, searched=searched, workers=1)
+    alone = search_keys("Z", betas, budget, workload, arch, workers=1)
+    assert answered.reused == answered.searches == alone.searches and alone.reused == 0
+    for key, (table, templates, _) in answered.results.items():
+        assert frontier(table, ("energy",)) == frontier(alone.results[key][0], ("energy",)), key
+        for _, row in table.iterrows():
+            p = rebuild(row, templates)
+            assert p.einsum == "Z" and {t for n in p.nodes if isinstance(n, Storage) for t in n.tensors} <= \
+                {"X", "W1", "Z"}, p
