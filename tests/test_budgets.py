@@ -230,6 +230,17 @@ def test_a_proof_whose_refinements_are_cut_short_once_raises_stop_retries_them_a
                 cut_refinements=ticks)
 
 
+def two_byte_buffer(read_energy: str, bandwidth: str):
+    """DRAM-like L0 and a 2-byte L1 reading at `read_energy`, both at `bandwidth` (the
+    archs hypothesis found the pinned cases below on)."""
+    return arch_specs.load({"name": "two_byte_buffer", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "bandwidth": bandwidth},
+        {"memory": "L1", "capacity": "2 B", "read_energy": read_energy, "write_energy": "0.1 pJ/bit",
+         "bandwidth": bandwidth},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+
+
 def test_a_proof_whose_terms_close_above_u_reports_a_lower_bound_of_at_most_the_optimum():
     """Twins Z and V read Y; the proof starts at the optimum and every raise above 2% is
     cut short. Its last wildcard bound's terms were all closed at or above U (refined to
@@ -239,12 +250,7 @@ def test_a_proof_whose_terms_close_above_u_reports_a_lower_bound_of_at_most_the_
     workload = workloads.load({"name": "twins", "rank_sizes": {"m": 2, "a": 3, "b": 2}, "bits": 8,
                                "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]",
                                            "Z[m,a] = Y[m,b] * W1[b,a]", "V[m,a] = Y[m,b] * W2[b,a]"]})
-    arch = arch_specs.load({"name": "small", "clock": "1 GHz", "levels": [
-        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
-         "bandwidth": "8 GB/s"},
-        {"memory": "L1", "capacity": "2 B", "read_energy": "0.5 pJ/bit", "write_energy": "0.1 pJ/bit",
-         "bandwidth": "8 GB/s"},
-        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    arch = two_byte_buffer(read_energy="0.5 pJ/bit", bandwidth="8 GB/s")
     STATS.clear()
     check_proof(workload, arch, pick=16339, max_combinations=3_000_000, refuse_above=0.02)
     assert STATS["checked"] == 1 and STATS["terms refined"] > 0, STATS
@@ -258,12 +264,7 @@ def test_a_chain_whose_cut_refinements_stand_once_raises_stop_is_proven_by_retry
     workload = workloads.load({"name": "chain", "rank_sizes": {"m": 2, "a": 2, "b": 2}, "bits": 8,
                                "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]",
                                            "Z[m,a] = Y[m,b] * W1[b,a]"]})
-    arch = arch_specs.load({"name": "tiny", "clock": "1 GHz", "levels": [
-        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
-         "bandwidth": "1 GB/s"},
-        {"memory": "L1", "capacity": "2 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
-         "bandwidth": "1 GB/s"},
-        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    arch = two_byte_buffer(read_energy="0.1 pJ/bit", bandwidth="1 GB/s")
     for ticks in (1, 8):
         STATS.clear()
         check_proof(workload, arch, pick=0, max_combinations=3_000_000, refuse_above=0.0, time_limit=1e6,
