@@ -302,8 +302,9 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     β answers that key (its rows within the new β are a frontier within it), so a term
     refined again after a raise, or a term sharing a wildcard with one refined before,
     searches only the keys whose β rose; and an Einsum identical to one searched before
-    up to names (V, K, Q) is answered by that one's searches, renamed (`search_keys`). A wildcard with more than `group_above` keys is searched once per group
-    of keys sharing one tensor's c_T (`key_groups`).
+    up to names (V, K, Q) is answered by that one's searches, renamed (`search_keys`). A
+    wildcard with more than `group_above` keys is searched once per group of keys sharing
+    one tensor's c_T (`key_groups`).
 
     The wildcards are searched one after the other (`search_order`). Once all of e's keys
     are searched, e costs at least L_e in a mapping of this term (the least over its keys
