@@ -22,6 +22,14 @@ the c_T of every tensor a wildcard shares with them. For each wildcard e:
    the rest would like, no pmapping of e can give, and the search that shows it is quick.
    The wildcards are searched one after the other; once e's keys are, L_e is the least
    over them of e's least cost there.
+   **Absorbed wildcards** (thirtieth session): once all of e's keyed searches completed,
+   e's pmapping in M is dominated by one of its keyed rows at the key M gives it, within
+   that key's β, of the same compatibility group. So those rows are a table of e for the
+   mappings of this term, and the wildcards searched after e count e in their rest
+   through them (each at least b_e) instead of at L_e: a wildcard reading e's output is
+   keyed by its c_T too. At batch 1, AV reads V and QK_softmax: with both wildcards, AV
+   was one search with nothing fixed (157 s on one core; the term stood); keyed by
+   their rows, 1242 searches took 11.8 s and the term closed.
 3. **the value**: M costs at least R_e(c) + e's least cost there (above b_e, at least the
    keyed table's least, or a cut search's `Stats.lower_bound`) + the other wildcards'
    L_w, least over c: one bound per wildcard, the largest is taken. And the exact
@@ -68,6 +76,7 @@ class Refinement:
     least: tuple[tuple[str, float], ...] = ()  # (wildcard, what it costs at least in a mapping of the term below U)
     reused: int = 0  # keys answered by an earlier refinement's complete search (`refine`'s `searched`)
     retry: bool = False  # a term refined before, its searches cut short there run again split by root
+    absorbed: tuple[str, ...] = ()  # wildcards whose keyed rows joined the rest of those searched after them
 
     @property
     def complete(self) -> bool:
@@ -244,7 +253,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         beta = max(betas[k] for k in members)
         cons = keyed(group)
         sigs[e, group] = sig = signature(e, workload, cons)
-        if sig in searched and searched[sig][0] >= beta:
+        if sig in searched and searched[sig][0] >= beta * (1 - RTOL):  # (β equal up to summation order)
             _, src, (table, templates, stats) = searched[sig]
             if src != e:
                 table, templates = rename(table, templates, src, e, workload)
@@ -279,12 +288,36 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused)
 
 
-def search_order(workload: Workload, wildcards, rests: dict[str, dict]) -> list[str]:
-    """The order the wildcards are searched in: most tagged inputs first (their keys fix
-    more, so their searches are quicker: at batch 1, AV's keyed searches take under a
-    second and Q's, keyed by I's c_T alone, 1 to 60 s), then fewest keys."""
-    return sorted(wildcards, key=lambda e: (-len(tagged_tensors(workload, wildcards, e)), len(rests[e]),
-                                            list(wildcards).index(e)))
+def next_wildcard(workload: Workload, left: list[str], free, rests: dict[str, dict]) -> str:
+    """The wildcard of `left` (not yet searched) to search next, `free` being the wildcards
+    not absorbed into the rest: most tagged inputs first (their keys fix more, so their
+    searches are quicker: at batch 1, AV's keyed searches take under a second and Q's,
+    keyed by I's c_T alone, 1 to 60 s), then the one whose output the most wildcards of
+    `left` read (once absorbed, it tags their inputs), then fewest keys."""
+    def feeds(e: str) -> int:
+        out = workload.einsum(e).output.tensor
+        return sum(any(u.tensor == out for u in workload.einsum(w).inputs) for w in left if w != e)
+    return min(left, key=lambda e: (-len(tagged_tensors(workload, free, e)), -feeds(e), len(rests[e]), left.index(e)))
+
+
+def absorbed_table(ks: KeyedSearches, betas: dict[tuple, float], budget: float) -> pd.DataFrame:
+    """A searched wildcard's keyed rows, as a table the rest can join (its searches all
+    completed): in a mapping of the term below U, its pmapping costs less than the β of
+    the key c the rest gives it, so a row of its search at c of the same compatibility
+    group, costing at most that, dominates it. Rows at other keys or above their key's β
+    are left out (a grouped search holds such rows), and rows below `budget` count at it
+    (the wildcard costs more there)."""
+    frames = []
+    for table, _, _ in ks.results.values():
+        if len(table):
+            tensors = [t for t, _ in next(iter(betas))]
+            keys = [tuple((t, dict(k[0])[t]) for t in tensors) for k in table["compat"]]
+            energy = table["energy"].to_numpy(dtype=float)
+            frames.append(table[[e <= betas.get(k, -math.inf) for k, e in zip(keys, energy)]])
+    if not frames:
+        return pd.DataFrame(columns=["compat", "energy"])
+    table = pd.concat(frames, ignore_index=True)
+    return table.assign(energy=np.maximum(table["energy"].to_numpy(dtype=float), budget))
 
 
 def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, float], wildcards: tuple[str, ...],
@@ -306,7 +339,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     wildcard with more than `group_above` keys is searched once per group of keys sharing
     one tensor's c_T (`key_groups`).
 
-    The wildcards are searched one after the other (`search_order`). Once all of e's keys
+    The wildcards are searched one after the other (`next_wildcard`). Once all of e's keys
     are searched, e costs at least L_e in a mapping of this term (the least over its keys
     of its keyed table's least, or its search's lower bound, and at least b_e), so the
     wildcards after it are searched within U - R(c) - L_e - ..., and a wildcard whose
@@ -317,15 +350,26 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     across the workers (`search_keys`' `split`)."""
     start = time.perf_counter()
     tables = {e: r[0] for e, r in results.items()}
-    at = sum(budgets[w] for w in wildcards)
-    rests = {e: rest_by_key(workload, arch, tables, wildcards, e, bound * (1 - RTOL) - at) for e in wildcards}
     least = {e: budgets[e] for e in wildcards}  # L_e: what e costs at least in a mapping of this term
+
+    def rest(e: str, free) -> dict:
+        return rest_by_key(workload, arch, tables, free, e, bound * (1 - RTOL) - sum(least[w] for w in free))
+
+    rests = {e: rest(e, wildcards) for e in wildcards}
+    frees: dict[str, tuple[str, ...]] = {}  # e: the wildcards not in the rest when e was searched
     floors: dict[str, dict[tuple, tuple[float, bool] | None]] = {}  # e: {key: (e's least there, complete) | None: empty}
     got: dict = {}
     keys = empty = cut = rows = reused = 0
     searched = {} if searched is None else searched
-    for e in search_order(workload, wildcards, rests):
-        others = sum(least[w] for w in wildcards if w != e)
+    left, absorbed = list(wildcards), set()
+    while left:
+        free = tuple(w for w in wildcards if w not in absorbed)
+        e = next_wildcard(workload, left, free, rests)
+        left.remove(e)
+        if len(free) < len(wildcards):  # wildcards absorbed since: their keyed rows are in the rest
+            rests[e] = rest(e, free)
+        frees[e] = free
+        others = sum(least[w] for w in free if w != e)
         floors[e] = {}
         betas = {}
         for key, r in rests[e].items():
@@ -342,9 +386,12 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
         keys, empty, cut, rows, reused = (keys + ks.searches, empty + ks.empty, cut + ks.cut, rows + ks.rows,
                                           reused + ks.reused)
         least[e] = min((f[0] for f in floors[e].values() if f is not None), default=math.inf)
-        if per_key(e, rests, floors, least, wildcards)[0] >= bound * (1 - RTOL):
+        if per_key(e, rests, floors, least, free)[0] >= bound * (1 - RTOL):
             break  # e's keys close the term: the others need no search
-    values = [per_key(e, rests, floors, least, wildcards) for e in floors]
+        if not ks.cut:
+            tables[e] = absorbed_table(ks, betas, budgets[e])
+            absorbed.add(e)
+    values = [per_key(e, rests, floors, least, frees[e]) for e in floors]
     value = max(v for v, _ in values)
     cut_bound = min(c for _, c in values)
     best = None
@@ -357,7 +404,8 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
             best = (both, found)
         value = max(value, min(energy, cut_bound))
     return Refinement(tuple(wildcards), value, keys, empty, cut, rows, time.perf_counter() - start,
-                      tuple((e, least[e]) for e in wildcards), reused, retry), best
+                      tuple((e, least[e]) for e in wildcards), reused, retry,
+                      tuple(w for w in wildcards if any(w not in f for f in frees.values()))), best
 
 
 def per_key(e: str, rests: dict[str, dict], floors: dict[str, dict], least: dict[str, float],

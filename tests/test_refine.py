@@ -166,6 +166,7 @@ def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = 
     _bump(f"{len(wildcards)} wildcards")
     _bump("keyed searches", r.keys)
     _bump("closed", int(r.value >= bound * (1 - RTOL)))
+    _bump("a wildcard's keyed rows in the rest of another", int(bool(r.absorbed)))
     assert r.complete and r.wildcards == wildcards
     if term < bound * (1 - RTOL):  # the term's best mapping is below U: the refinement bounds it
         assert r.value <= term * (1 + RTOL), (r.value, term)
@@ -202,6 +203,8 @@ def check_retry(workload, arch, pick: int, ticks: int) -> None:
                         searched=searched)
     finally:
         prefixes.time = real
+    if term < bound * (1 - RTOL):  # cut short, it still bounds the term's best mapping (and absorbs no cut wildcard)
+        assert cut.value <= term * (1 + RTOL), (cut.value, term)
     retried, _ = refine(workload, arch, results, budgets, wildcards, bound, workers=1, searched=searched, retry=True)
     fresh, _ = refine(workload, arch, results, budgets, wildcards, bound, workers=1)
     assert retried.retry and retried.complete and not fresh.retry
@@ -388,3 +391,37 @@ def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searche
             p = rebuild(row, templates)
             assert p.einsum == "Z" and {t for n in p.nodes if isinstance(n, Storage) for t in n.tensors} <= \
                 {"X", "W1", "Z"}, p
+
+
+def producer_and_consumer(m: int, a: int):
+    """Z reads Y, which reads X (as AV reads V at batch 1): with Y and Z the wildcards, Z's
+    input comes from a wildcard."""
+    return workloads.load({"name": "chain", "rank_sizes": {"m": m, "a": a, "b": 2}, "bits": 8,
+                           "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,a] = Y[m,b] * W1[b,a]"]})
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bounds_the_term(problem, m, a, pick):
+    """The term (Y, Z) of a chain: once Y's keyed searches complete, its keyed rows join
+    Z's rest, so Z is searched keyed by Y's c_T (the c_T its rows give), not with Y's
+    output free; `check_refine` judges the refinement against brute force."""
+    workload, arch = producer_and_consumer(m, a), problem[1]
+    check_refine(workload, arch, pick, wildcards=("Y", "Z"))
+    if (case := refine_case(workload, arch, pick, ("Y", "Z"))) is None:
+        return
+    _, results, budgets, wildcards, truth, term, each, bound, _ = case
+    groups: list = []
+
+    def run_searches(jobs, *args, **kw):
+        groups.extend(key for key, _ in jobs)  # a job is ((einsum, group), args)
+        return real_run(jobs, *args, **kw)
+
+    real_run = refine_module.run_searches
+    with mock.patch.object(refine_module, "run_searches", run_searches):
+        r, _ = refine(workload, arch, results, budgets, wildcards, bound, workers=1)
+    z = [dict(group) for e, group in groups if e == "Z"]
+    assert r.absorbed == (("Y",) if z else ()) or r.value >= bound * (1 - RTOL), (r, groups)
+    assert all(set(g) == {"Y"} for g in z), z  # Y produces Z's only input: Z is keyed by Y's c_T
+    _bump("Z keyed by Y's rows", int(bool(z)))
