@@ -25,9 +25,9 @@ the c_T of every tensor a wildcard shares with them. For each wildcard e:
    **Absorbed wildcards** (thirtieth session): once all of e's keyed searches completed,
    e's pmapping in M is dominated by one of its keyed rows at the key M gives it, within
    that key's β, of the same compatibility group. So those rows are a table of e for the
-   mappings of this term, and the wildcards searched after e count e in their rest
-   through them (each at least b_e) instead of at L_e: a wildcard reading e's output is
-   keyed by its c_T too. At batch 1, AV reads V and QK_softmax: with both wildcards, AV
+   mappings of this term, and a wildcard searched after e that reads e's output counts e
+   in its rest through them (each at least b_e) instead of at L_e, so it is keyed by
+   that output's c_T too (the others keep their rest: rejoining it costs seconds). At batch 1, AV reads V and QK_softmax: with both wildcards, AV
    was one search with nothing fixed (157 s on one core; the term stood); keyed by
    their rows, 1242 searches took 11.8 s and the term closed.
 3. **the value**: M costs at least R_e(c) + e's least cost there (above b_e, at least the
@@ -76,7 +76,7 @@ class Refinement:
     least: tuple[tuple[str, float], ...] = ()  # (wildcard, what it costs at least in a mapping of the term below U)
     reused: int = 0  # keys answered by an earlier refinement's complete search (`refine`'s `searched`)
     retry: bool = False  # a term refined before, its searches cut short there run again split by root
-    absorbed: tuple[str, ...] = ()  # wildcards whose keyed rows joined the rest of those searched after them
+    absorbed: tuple[str, ...] = ()  # wildcards whose keyed rows joined the rest of a later one reading them
 
     @property
     def complete(self) -> bool:
@@ -366,8 +366,10 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
         free = tuple(w for w in wildcards if w not in absorbed)
         e = next_wildcard(workload, left, free, rests)
         left.remove(e)
-        if len(free) < len(wildcards):  # wildcards absorbed since: their keyed rows are in the rest
-            rests[e] = rest(e, free)
+        if set(tagged_tensors(workload, free, e)) - set(tagged_tensors(workload, wildcards, e)):
+            rests[e] = rest(e, free)  # e reads an absorbed wildcard's output: keyed by its rows' c_T too
+        else:  # the rest as before, absorbed wildcards at their L (rejoining it costs seconds at batch 1)
+            free = tuple(wildcards)
         frees[e] = free
         others = sum(least[w] for w in free if w != e)
         floors[e] = {}
