@@ -59,6 +59,8 @@ def main() -> None:
         for k, ref in enumerate(proof.refinements, 1):  # ffm.refine, in the order the proof ran them
             state = "closed" if ref.value >= proof.bound * (1 - 1e-9) else f"stands at {ref.value:.6g} pJ"
             what = "retry (searches cut short, split by root)" if ref.retry else "refinement"
+            if ref.absorbed:
+                what += f" ({', '.join(ref.absorbed)} absorbed: a later wildcard keyed by their rows)"
             print(f"  {what} {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused), "
                   f"{ref.empty} empty, "
                   f"{ref.cut} cut short or not started, {ref.rows:,} rows, {ref.seconds:.1f} s; {state}; each "

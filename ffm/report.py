@@ -158,7 +158,9 @@ def proof_lines(proof: Proof) -> list[str]:
                  + f", {sum(r.empty for r in rs)} of them "
                  f"with no pmapping, {sum(r.cut for r in rs)} cut short or not started, {sum(r.seconds for r in rs):.1f} s"
                  + (f"; {retries} of these refinements retried a standing term's searches cut short, split by root"
-                    if (retries := sum(r.retry for r in rs)) else "") + ".")
+                    if (retries := sum(r.retry for r in rs)) else "")
+                 + (f"; in {keyed} a wildcard was keyed by the rows of another it reads" if (keyed := sum(
+                     bool(r.absorbed) for r in rs)) else "") + ".")
     if proof.found > proof.bound:
         head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "
                  f"{energy_text(proof.bound)} (its first join, of each Einsum's least-energy pmappings together with "

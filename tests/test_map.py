@@ -332,6 +332,10 @@ def test_the_proof_names_the_limit_that_cut_each_search_short():
             "1 keyed searches were cut short even when retried with the time left.") in words
     assert ("15 keyed searches, 11 of them with no pmapping, 2 cut short or not started, 3.0 s; 1 of these "
             "refinements retried a standing term's searches cut short, split by root.") in words
+    keyed = replace(refined, refinements=refined.refinements + (Refinement(("V", "QK"), 10.0, keys=2,
+                                                                         absorbed=("V",)),))
+    assert ("16 keyed searches, 11 of them with no pmapping, 1 cut short or not started, 3.0 s; in 1 a wildcard "
+            "was keyed by the rows of another it reads.") in " ".join(" ".join(proof_lines(keyed)).split())
     stopped = replace(refined, least_term=(("V", "QK"), 6.5))  # a least term not refined: the deadline stopped it
     assert "The raises and refinements ran out of time; the best mapping found is 10 pJ" in \
         " ".join(" ".join(proof_lines(stopped)).split())
