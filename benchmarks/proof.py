@@ -54,7 +54,8 @@ def main() -> None:
             rows = sum(st.tile_shapes for st in stats.values())
             secs = sum(st.seconds for st in stats.values())
             done = all(st.complete for st in stats.values())
-            print(f"  step {name}: {len(stats)} Einsums, {rows:,} partial rows, {secs:.1f} s of search, "
+            which = f" ({', '.join(f'{e} {st.seconds:.1f} s' for e, st in stats.items())})" if len(stats) < 4 else ""
+            print(f"  step {name}: {len(stats)} Einsums{which}, {rows:,} partial rows, {secs:.1f} s of search, "
                   f"{'complete' if done else 'INCOMPLETE'}")
         for k, ref in enumerate(proof.refinements, 1):  # ffm.refine, in the order the proof ran them
             state = "closed" if ref.value >= proof.bound * (1 - 1e-9) else f"stands at {ref.value:.6g} pJ"
