@@ -27,9 +27,10 @@ the c_T of every tensor a wildcard shares with them. For each wildcard e:
    that key's β, of the same compatibility group. So those rows are a table of e for the
    mappings of this term, and a wildcard searched after e that reads e's output counts e
    in its rest through them (each at least b_e) instead of at L_e, so it is keyed by
-   that output's c_T too (the others keep their rest: rejoining it costs seconds). At batch 1, AV reads V and QK_softmax: with both wildcards, AV
-   was one search with nothing fixed (157 s on one core; the term stood); keyed by
-   their rows, 1242 searches took 11.8 s and the term closed.
+   that output's c_T too (the others keep their rest: rejoining it costs seconds). At
+   batch 1, AV reads V and QK_softmax: with both wildcards, AV was one search with
+   nothing fixed (157 s on one core; the term stood); keyed by their rows, 1242
+   searches took 11.8 s and the term closed.
 3. **the value**: M costs at least R_e(c) + e's least cost there (above b_e, at least the
    keyed table's least, or a cut search's `Stats.lower_bound`) + the other wildcards'
    L_w, least over c: one bound per wildcard, the largest is taken. And the exact
@@ -308,9 +309,9 @@ def absorbed_table(ks: KeyedSearches, betas: dict[tuple, float], budget: float) 
     are left out (a grouped search holds such rows), and rows below `budget` count at it
     (the wildcard costs more there)."""
     frames = []
+    tensors = [t for t, _ in next(iter(betas), ())]
     for table, _, _ in ks.results.values():
         if len(table):
-            tensors = [t for t, _ in next(iter(betas))]
             keys = [tuple((t, dict(k[0])[t]) for t in tensors) for k in table["compat"]]
             energy = table["energy"].to_numpy(dtype=float)
             frames.append(table[[e <= betas.get(k, -math.inf) for k, e in zip(keys, energy)]])
