@@ -449,7 +449,7 @@ class _Search:
         bound 1 gives a floor at most every child's: parents it cuts lose all their
         children, computed once per parent row, before the children left are decided."""
         if len(move.nodes) == 1 and move.nodes[0].spatial is None:
-            at = np.unique(rows)
+            at = rows[np.r_[True, rows[1:] != rows[:-1]]]  # `rows` ascend (`_divisor_choices`): np.unique hashes
             ok = np.zeros(len(cols["energy"]), dtype=bool)
             ok[at] = self._within_budget(key, move, prefix, cols, at, [np.ones(len(at), np.int64)])
             ok = ok[rows]
