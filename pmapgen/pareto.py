@@ -83,7 +83,7 @@ def pareto_mask(criteria: np.ndarray, groups: np.ndarray | None = None) -> np.nd
     `groups` (n integer labels) restricts dominance to rows with the same label; None
     puts every row in one group.
     """
-    x = np.ascontiguousarray(criteria, dtype=np.float64)
+    x = np.asarray(criteria, dtype=np.float64)  # C or Fortran order (the prefix search's is a transposed stack)
     if x.ndim != 2:
         raise ValueError("criteria must be a 2-D array (rows x criteria)")
     n = x.shape[0]

@@ -384,8 +384,9 @@ class _Search:
         return out
 
     def _frontier(self, key: Key, cols: dict) -> np.ndarray:
-        groups = group_labels(np.column_stack([cols[c] for c in self._state_columns(key, cols)]))
-        return pareto_mask(np.column_stack(self._criteria(key, cols)), groups)
+        # columns stacked as rows, then viewed transposed: one copy (column_stack builds each column's 2-D view)
+        groups = group_labels(np.array([cols[c] for c in self._state_columns(key, cols)]).T)
+        return pareto_mask(np.array(self._criteria(key, cols), dtype=np.float64).T, groups)
 
     # ---- moves on columns ----------------------------------------------------------------
     def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:

@@ -25,6 +25,7 @@ def brute(x: np.ndarray, groups: np.ndarray) -> np.ndarray:
 def test_matches_brute_force(x, n_groups):
     groups = np.arange(len(x)) % n_groups
     assert (pareto_mask(x, groups) == brute(x, groups)).all()
+    assert (pareto_mask(np.asfortranarray(x), groups) == brute(x, groups)).all()  # the prefix search's layout
 
 
 def test_two_criteria_example():
