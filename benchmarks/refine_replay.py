@@ -3,13 +3,19 @@
     python benchmarks/refine_replay.py capture DIR -- --workload gpt3 --arch tpuv4i \
         --set batch=1 seq_len=2048 --time-limit 15 --proof-time 60
     python benchmarks/refine_replay.py replay DIR N [--time-limit 60] [--fresh] [--retry] [--workers 2]
+        [--cut-back EINSUM FACTOR]
+    python benchmarks/refine_replay.py keys DIR N [--wildcard EINSUM] [--top 15]
 
 `capture` runs `benchmarks/proof.py` with the flags after `--`, pickling each call's
 arguments and result to DIR/refineNN.pkl (about 20 MB each at batch 1). `replay` runs call
 N again and prints, per wildcard in the order searched, its keys, searches reused, cut
 short and seconds, then the refinement; `--fresh` drops the searches earlier refinements
-kept, so every key is searched. Replaying one capture from a checkout of another commit
-(`git worktree`) compares two versions on the same term: docs/mapper.md, "Step 9".
+kept, so every key is searched; `--cut-back E F` first cuts Einsum E's budget and table
+back to its budget over F (E as it was before its last raises: docs/mapper.md, "Step 10").
+`keys` runs each keyed search of one wildcard of call N (default its first) alone in this
+process, fresh, and prints their total, the share of the costliest and the costliest
+keys. Replaying one capture from a checkout of another commit (`git worktree`) compares
+two versions on the same term: docs/mapper.md, "Step 9".
 """
 from __future__ import annotations
 
@@ -17,10 +23,13 @@ import argparse
 import pickle
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import ffm.budgets as budgets
 import ffm.refine as refine_module
+from pmapgen import Constraints
+from pmapgen.prefixes import generate_by_prefixes
 
 
 def capture(out: Path, flags: list[str]) -> None:
@@ -41,9 +50,16 @@ def capture(out: Path, flags: list[str]) -> None:
     proof.main()
 
 
-def replay(path: Path, time_limit: float, fresh: bool, retry: bool, workers: int) -> None:
+def replay(path: Path, time_limit: float, fresh: bool, retry: bool, workers: int,
+           cut_back: tuple[str, float] | None = None) -> None:
     args, _, before = pickle.load(open(path, "rb"))
     workload, arch, results, budgets_, wildcards, bound, constraints = args[:7]
+    if cut_back is not None:
+        e, factor = cut_back
+        budgets_ = {**budgets_, e: budgets_[e] / factor}
+        table, templates, stats = results[e]
+        results = {**results, e: (table[table["energy"] <= budgets_[e]], templates, stats)}
+        print(f"{e}'s budget cut back to {budgets_[e]:.6g} pJ ({len(results[e][0])} pmappings)")
     searched = {} if fresh else args[11]
     print(f"captured: {before}")
     real = refine_module.search_keys
@@ -64,6 +80,31 @@ def replay(path: Path, time_limit: float, fresh: bool, retry: bool, workers: int
           f"{r.cut} cut short, {closed}")
 
 
+def keys(path: Path, wildcard: str | None, top: int) -> None:
+    """Each keyed search of `wildcard` in the captured refinement, alone and fresh."""
+    args, _, _ = pickle.load(open(path, "rb"))
+    workload, arch, results, budgets_, wildcards, bound, constraints = args[:7]
+    e = wildcard or wildcards[0]
+    tables = {x: r[0] for x, r in results.items()}
+    others = sum(budgets_[w] for w in wildcards if w != e)
+    rest = refine_module.rest_by_key(workload, arch, tables, wildcards, e,
+                                     bound * (1 - refine_module.RTOL) - sum(budgets_[w] for w in wildcards))
+    betas = {k: bound - r - others for k, r in rest.items() if bound - r - others > budgets_[e]}
+    base = (constraints or {}).get(e) or Constraints()
+    runs = []
+    for k, beta in betas.items():
+        start = time.perf_counter()
+        table, _, stats = generate_by_prefixes(e, workload, arch, replace(base, tensor_keys=dict(k)), ("energy",),
+                                               None, beta)
+        runs.append((time.perf_counter() - start, k, beta, len(table), stats.tile_shapes))
+    runs.sort(key=lambda x: -x[0])
+    total = sum(x[0] for x in runs)
+    print(f"{e}: {len(runs)} keys, {total:.1f} s one by one; the costliest 10 {sum(x[0] for x in runs[:10]):.1f} s, "
+          f"50 {sum(x[0] for x in runs[:50]):.1f} s; the others {total - sum(x[0] for x in runs[:50]):.1f} s")
+    for sec, k, beta, n, built in runs[:top]:
+        print(f"  {sec:.2f} s, beta {beta / budgets_[e]:.3f} x budget, {n} kept, {built:,} partial rows: {k}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -77,11 +118,20 @@ def main() -> None:
     r.add_argument("--fresh", action="store_true")
     r.add_argument("--retry", action="store_true")
     r.add_argument("--workers", type=int, default=2)
+    r.add_argument("--cut-back", nargs=2, metavar=("EINSUM", "FACTOR"))
+    k = sub.add_parser("keys")
+    k.add_argument("dir", type=Path)
+    k.add_argument("n", type=int)
+    k.add_argument("--wildcard")
+    k.add_argument("--top", type=int, default=15)
     a = parser.parse_args()
     if a.what == "capture":
         capture(a.dir, [f for f in a.flags if f != "--"])
+    elif a.what == "keys":
+        keys(a.dir / f"refine{a.n:02d}.pkl", a.wildcard, a.top)
     else:
-        replay(a.dir / f"refine{a.n:02d}.pkl", a.time_limit, a.fresh, a.retry, a.workers)
+        cut = None if a.cut_back is None else (a.cut_back[0], float(a.cut_back[1]))
+        replay(a.dir / f"refine{a.n:02d}.pkl", a.time_limit, a.fresh, a.retry, a.workers, cut)
 
 
 if __name__ == "__main__":
