@@ -19,16 +19,18 @@ SORT_ROWS = 2048  # below this, group_labels sorts (measured crossover with hash
 
 
 @numba.njit(cache=True)
+def _le(x: np.ndarray, a: int, b: int) -> bool:
+    """Is row a at most row b in every column?"""
+    for c in range(x.shape[1]):
+        if x[a, c] > x[b, c]:
+            return False
+    return True
+
+
+@numba.njit(cache=True)
 def _dominated_by_kept(x: np.ndarray, row: int, kept: np.ndarray, n_kept: int) -> bool:
-    d = x.shape[1]
     for k in range(n_kept):
-        j = kept[k]
-        le = True
-        for c in range(d):
-            if x[j, c] > x[row, c]:
-                le = False
-                break
-        if le:
+        if _le(x, kept[k], row):
             return True
     return False
 
@@ -66,15 +68,6 @@ def _pareto_sorted(x: np.ndarray, order: np.ndarray, starts: np.ndarray, keep: n
                 n_kept += 1
                 keep[row] = True
             p = q
-
-
-@numba.njit(cache=True)
-def _le(x: np.ndarray, a: int, b: int) -> bool:
-    """Is row a at most row b in every column?"""
-    for c in range(x.shape[1]):
-        if x[a, c] > x[b, c]:
-            return False
-    return True
 
 
 def pareto_mask(criteria: np.ndarray, groups: np.ndarray | None = None) -> np.ndarray:
