@@ -49,30 +49,35 @@ def main() -> None:
           f"proof {s.seconds.get('proof', 0):.1f} s), energy {r.evaluation.energy_pJ:.6g} pJ, "
           f"{'exhaustive' if s.exhaustive else 'proven' if s.complete else 'NOT proven'}")
     if proof is not None:
-        print(f"  best found before the proof (or after its minima step) {proof.bound:.6g} pJ")
-        for name, stats in proof.steps:
-            rows = sum(st.tile_shapes for st in stats.values())
-            secs = sum(st.seconds for st in stats.values())
-            done = all(st.complete for st in stats.values())
-            which = f" ({', '.join(f'{e} {st.seconds:.1f} s' for e, st in stats.items())})" if len(stats) < 4 else ""
-            print(f"  step {name}: {len(stats)} Einsums{which}, {rows:,} partial rows, {secs:.1f} s of search, "
-                  f"{'complete' if done else 'INCOMPLETE'}")
-        for k, ref in enumerate(proof.refinements, 1):  # ffm.refine, in the order the proof ran them
-            state = "closed" if ref.value >= proof.bound * (1 - 1e-9) else f"stands at {ref.value:.6g} pJ"
-            what = "retry (searches cut short, split by root)" if ref.retry else "refinement"
-            if ref.absorbed:
-                what += f" ({', '.join(ref.absorbed)} absorbed: a later wildcard keyed by their rows)"
-            print(f"  {what} {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused), "
-                  f"{ref.empty} empty, "
-                  f"{ref.cut} cut short or not started, {ref.rows:,} rows, {ref.seconds:.1f} s; {state}; each "
-                  f"wildcard costs at least: {', '.join(f'{e} {v:.6g} pJ' for e, v in ref.least)}")
-        print(f"  the optimum is at least {proof.lower:.6g} pJ: within {proof.bound / proof.lower:.4f}x"
-              if proof.lower > 0 else "  no lower bound")
+        report(proof)
     if args.exhaustive:
         start = time.perf_counter()
         x = ffm.map(args.workload, args.arch, variables=variables, progress=False, workers=args.workers)
         print(f"exhaustive: {time.perf_counter() - start:.1f} s, energy {x.evaluation.energy_pJ:.6g} pJ, "
               f"equal: {abs(x.evaluation.energy_pJ - r.evaluation.energy_pJ) <= 1e-9 * x.evaluation.energy_pJ}")
+
+
+def report(proof) -> None:
+    """The proof's steps, refinements and lower bound (`ffm.budgets.Proof`), one line each."""
+    print(f"  best found before the proof (or after its minima step) {proof.bound:.6g} pJ")
+    for name, stats in proof.steps:
+        rows = sum(st.tile_shapes for st in stats.values())
+        secs = sum(st.seconds for st in stats.values())
+        done = all(st.complete for st in stats.values())
+        which = f" ({', '.join(f'{e} {st.seconds:.1f} s' for e, st in stats.items())})" if len(stats) < 4 else ""
+        print(f"  step {name}: {len(stats)} Einsums{which}, {rows:,} partial rows, {secs:.1f} s of search, "
+              f"{'complete' if done else 'INCOMPLETE'}")
+    for k, ref in enumerate(proof.refinements, 1):  # ffm.refine, in the order the proof ran them
+        state = "closed" if ref.value >= proof.bound * (1 - 1e-9) else f"stands at {ref.value:.6g} pJ"
+        what = "retry (searches cut short, split by root)" if ref.retry else "refinement"
+        if ref.absorbed:
+            what += f" ({', '.join(ref.absorbed)} absorbed: a later wildcard keyed by their rows)"
+        print(f"  {what} {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused), "
+              f"{ref.empty} empty, "
+              f"{ref.cut} cut short or not started, {ref.rows:,} rows, {ref.seconds:.1f} s; {state}; each "
+              f"wildcard costs at least: {', '.join(f'{e} {v:.6g} pJ' for e, v in ref.least)}")
+    print(f"  the optimum is at least {proof.lower:.6g} pJ: within {proof.bound / proof.lower:.4f}x"
+          if proof.lower > 0 else "  no lower bound")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@
     python benchmarks/refine_replay.py replay DIR N [--time-limit 60] [--fresh] [--retry] [--workers 2]
         [--cut-back EINSUM FACTOR]
     python benchmarks/refine_replay.py keys DIR N [--wildcard EINSUM] [--top 15]
+    python benchmarks/refine_replay.py prove DIR [--descent-time 15]
 
 `capture` runs `benchmarks/proof.py` with the flags after `--`, pickling each call's
 arguments and result to DIR/refineNN.pkl (about 20 MB each at batch 1). `replay` runs call
@@ -12,9 +13,13 @@ N again and prints, per wildcard in the order searched, its keys, searches reuse
 short and seconds, then the refinement; `--fresh` drops the searches earlier refinements
 kept, so every key is searched; `--cut-back E F` first cuts Einsum E's budget and table
 back to its budget over F (E as it was before its last raises: docs/mapper.md, "Step 10").
+`capture` also pickles what the proof starts from (DIR/proof.pkl: U and the tables
+found), and `prove` runs the whole proof again from it, so two policies of `ffm.budgets`
+are compared from one start (the time-limited search before a proof reaches other
+pmappings from run to run: docs/mapper.md, "Step 11"); `--descent-time` is the time
+limit of the coordinate descent the proof's minima step runs (`ffm.map`'s `--time-limit`).
 `keys` runs each keyed search of one wildcard of call N (default its first) alone in this
-process, fresh, and prints their total, the share of the costliest and the costliest
-keys. Replaying one capture from a checkout of another commit (`git worktree`) compares
+process, fresh, and prints their total, the share of the costliest and the costliest keys. Replaying one capture from a checkout of another commit (`git worktree`) compares
 two versions on the same term: docs/mapper.md, "Step 9".
 """
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import ffm.budgets as budgets
+import ffm.mapper as mapper
 import ffm.refine as refine_module
 from pmapgen import Constraints
 from pmapgen.prefixes import generate_by_prefixes
@@ -35,6 +41,14 @@ from pmapgen.prefixes import generate_by_prefixes
 def capture(out: Path, flags: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     real, calls = budgets.refine, [0]
+    real_prove = mapper.prove_energy
+
+    def prove_energy(*args, **kwargs):
+        with open(out / "proof.pkl", "wb") as f:  # what the proof starts from (`prove`)
+            pickle.dump(args[:7], f)
+        return real_prove(*args, **kwargs)
+
+    mapper.prove_energy = prove_energy
 
     def refine(*args, **kwargs):
         r = real(*args, **kwargs)
@@ -80,6 +94,29 @@ def replay(path: Path, time_limit: float, fresh: bool, retry: bool, workers: int
           f"{r.cut} cut short, {closed}")
 
 
+def prove(path: Path, descent_time: float) -> None:
+    """The captured proof run again from what it started from (the same U and tables), with
+    coordinate descent as `ffm.map` runs it: policies of `ffm.budgets` compared on one start."""
+    from ffm.descent import descend
+    from ffm.search import search
+    from proof import report
+
+    workload, arch, bound, results, constraints, time_limit, workers = pickle.load(open(path, "rb"))
+    join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known)  # noqa: E731
+
+    def improve(res, best):
+        res, best, _ = descend(workload, arch, res, best, join_tables, constraints, descent_time, workers, False)
+        return res, best
+
+    print(f"captured proof: U {bound:.6g} pJ, {time_limit} s per Einsum")
+    start = time.perf_counter()
+    _, _, p = budgets.prove_energy(workload, arch, bound, results, constraints, time_limit, workers, False,
+                                   join_tables, improve)
+    print(f"replayed proof: {time.perf_counter() - start:.1f} s, {'proven' if p.proven else 'NOT proven'}, "
+          f"{p.bound:.6g} pJ")
+    report(p)
+
+
 def keys(path: Path, wildcard: str | None, top: int) -> None:
     """Each keyed search of `wildcard` in the captured refinement, alone and fresh."""
     args, _, _ = pickle.load(open(path, "rb"))
@@ -119,6 +156,9 @@ def main() -> None:
     r.add_argument("--retry", action="store_true")
     r.add_argument("--workers", type=int, default=2)
     r.add_argument("--cut-back", nargs=2, metavar=("EINSUM", "FACTOR"))
+    p = sub.add_parser("prove")
+    p.add_argument("dir", type=Path)
+    p.add_argument("--descent-time", type=float, default=15.0)
     k = sub.add_parser("keys")
     k.add_argument("dir", type=Path)
     k.add_argument("n", type=int)
@@ -127,6 +167,9 @@ def main() -> None:
     a = parser.parse_args()
     if a.what == "capture":
         capture(a.dir, [f for f in a.flags if f != "--"])
+    elif a.what == "prove":
+        sys.path.insert(0, str(Path(__file__).parent))
+        prove(a.dir / "proof.pkl", a.descent_time)
     elif a.what == "keys":
         keys(a.dir / f"refine{a.n:02d}.pkl", a.wildcard, a.top)
     else:
