@@ -8,13 +8,25 @@ energy, latency and reservations. Its compatibility key is the mirror image of t
 original's. So the search need only visit one of each pair of mirrored fused structures
 (`Key.fused`) and add the mirror image of that one's survivors for the other; structures
 that are their own mirror image are searched as before.
+
+A search with fixed c_T (`Constraints.tensor_keys`: the energy proof's keyed searches)
+cannot use the mirror within itself, but the search at the mirror image of its c_T keeps
+exactly the mirror images of its rows: `key_mirror` finds the symmetry, `Mirror.tensor_keys`
+maps the c_T and `mirror_result` builds that search's result from this one's
+(thirty-second session: a mirror-image pair of QK's keys costs one search).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 
+import numpy as np
+
+from arch.model import Arch
 from pmapgen.constraints import Constraints
-from pmapgen.templates import relabeled
+from pmapgen.fixed_key import narrowed
+from pmapgen.generate import result, template_rows
+from pmapgen.templates import Template, relabeled, space
 from workloads.model import Einsum, Workload
 
 
@@ -35,6 +47,18 @@ class Mirror:
     def nodes(self, nodes) -> tuple:
         """A pmapping's nodes, mirrored."""
         return relabeled(nodes, self.tensors, self.ranks)
+
+    def c_t(self, einsum: Einsum, tensor: str, c_t: tuple) -> tuple:
+        """The c_T a pmapping's mirror image gives the mirror of `tensor`, where the
+        pmapping gives `tensor` `c_t` ((level, ((dim index, tile, spatial dim), ...)),
+        dims by position in the tensor)."""
+        level, loops = c_t
+        ranks, image = einsum.use(tensor).ranks, einsum.use(self.tensor(tensor)).ranks
+        return level, tuple((image.index(self.rank(ranks[i])), tile, sp) for i, tile, sp in loops)
+
+    def tensor_keys(self, einsum: Einsum, keys: dict) -> dict:
+        """`Constraints.tensor_keys` mirrored: the c_T the mirror images give."""
+        return dict(sorted((self.tensor(t), self.c_t(einsum, t, c)) for t, c in keys.items()))
 
     def fused(self, fused: tuple) -> tuple:
         """The mirror image of a fused structure, as the search builds it: shared tensors'
@@ -123,3 +147,40 @@ def _mirror(einsum: Einsum, workload: Workload, sp, a, b, shared: tuple) -> Mirr
         if {frozenset((d, r(x)) for d, x in g) for g in groups} != own:
             return None
     return mirror
+
+
+def key_mirror(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None) -> Mirror | None:
+    """A mirror symmetry of `einsum` on every compute unit it may run on, for searches
+    whose only constraints are fixed c_T (`Constraints.tensor_keys`), or None: the search
+    at the mirror image of such a c_T keeps the mirror images of the search at it."""
+    c = constraints or Constraints()
+    if replace(c, tensor_keys={}) != Constraints():
+        return None
+    e = workload.einsum(einsum)
+    shared = tuple(t for t in e.tensors if workload.is_shared(t))
+    mirrors = [find_mirror(e, workload, space(e, workload, u.name, arch, narrowed(Constraints())), None, shared)
+               for u in arch.computes_for(e)]
+    if not mirrors or any(m is None for m in mirrors) or len({(repr(m.tensors), repr(m.ranks)) for m in mirrors}) > 1:
+        return None
+    return mirrors[0]
+
+
+def mirror_result(res: tuple, mirror: Mirror, einsum: str, workload: Workload, arch: Arch, objectives,
+                  constraints: Constraints) -> tuple:
+    """The result (table, templates, Stats) of the search at the mirror image of
+    `constraints`' c_T (`Mirror.tensor_keys`) within the same budget, from `res`, that of
+    the search at them: each row's pmapping mirrored (`Mirror.nodes`) and evaluated by the
+    model. Counts and energies are unchanged by the mirror, so its rows are that search's
+    frontier; a search cut short gives one cut short, with the same lower bound."""
+    begin = time.perf_counter()
+    table, templates, stats = res
+    kept = []
+    for tid, rows in table.groupby("template").indices.items() if len(table) else ():
+        t = templates[int(tid)]
+        image = Template(t.einsum, t.unit, mirror.nodes(t.nodes), t.n_slots)
+        tiles = np.array(table["tiles"].iloc[rows].tolist(), dtype=np.int64).reshape(len(rows), t.n_slots)
+        kept.append(template_rows(image, tiles, workload, arch))
+    keys = replace(constraints, tensor_keys=mirror.tensor_keys(workload.einsum(einsum), constraints.tensor_keys))
+    out = result(einsum, kept, workload, arch, objectives, stats.templates, stats.tile_shapes, stats.stopped_by, begin,
+                 stats.lower_bound, stats.budget, keys)
+    return out[0], out[1], replace(out[2], complete=stats.complete)

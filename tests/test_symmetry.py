@@ -13,6 +13,7 @@ import workloads
 import pmapgen.prefixes as prefixes
 from pmapgen.constraints import Constraints
 from pmapgen.prefixes import _Search, generate_by_prefixes
+from pmapgen.symmetry import key_mirror, mirror_result
 from tests.strategies import arch_specs_
 from tests.test_pmapgen import OBJECTIVES, frontier
 
@@ -20,10 +21,11 @@ SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @st.composite
-def mirrored_problems(draw, max_levels: int = 2):
+def mirrored_problems(draw, max_levels: int = 2, produced: bool = False):
     """Z[m,p(,h)] = A[m(,h)(,k)] * B[p(,h)(,k)] (or B first) with m and p of one size; A and B each
     maybe produced by a copy (so shared, or one shared and the other not: no mirror), Z
-    maybe consumed; 2 levels (or up to `max_levels`) with small capacities."""
+    maybe consumed; 2 levels (or up to `max_levels`) with small capacities. `produced`:
+    A and B both produced (both shared)."""
     size = draw(st.sampled_from([2, 4]))
     h, k = draw(st.booleans()), draw(st.booleans())
     extra = (["h"] if h else []) + (["k"] if k else [])
@@ -31,9 +33,9 @@ def mirrored_problems(draw, max_levels: int = 2):
     out = ",".join(["m", "p"] + (["h"] if h else []))
     first, second = draw(st.sampled_from([("A", "B"), ("B", "A")]))  # name order decides which image is searched
     einsums = [f"Z[{out}] = {first}[{a}] * {second}[{b}]"]
-    if draw(st.booleans()):
+    if produced or draw(st.booleans()):
         einsums.insert(0, f"{first}[{a}] = X{first}[{a}]")
-    if draw(st.booleans()):
+    if produced or draw(st.booleans()):
         einsums.insert(0, f"{second}[{b}] = X{second}[{b}]")
     if draw(st.booleans()):
         einsums.append(f"Y[{out}] = Z[{out}]")
@@ -86,3 +88,46 @@ def test_qk_of_gpt3_is_mirrored_and_its_neighbours_are_not():
     assert (qk.tensors, qk.ranks) == ({"Q": "K", "K": "Q"}, {"m": "p", "p": "m"})
     assert all(mirror(e) is None for e in w.einsum_names if e != "QK")
     assert mirror("QK", Constraints(backing={"Q": ("GlobalBuffer",)})) is None  # a constraint may tell Q from K
+
+
+def mirrored_key_search_is_the_mirror_image(w, a, quantile, pick):
+    """A search with A's and B's c_T fixed (`Constraints.tensor_keys`, as the energy
+    proof's keyed searches) gives, mirrored (`mirror_result`), the frontier of the search
+    at the mirror image of those c_T, in every compatibility group, within a budget too."""
+    full = without_mirror("Z", w, a, objectives=("energy",))
+    mirror = key_mirror("Z", w, a, Constraints(tensor_keys={}))
+    assert (mirror.tensors, mirror.ranks) == ({"A": "B", "B": "A"}, {"m": "p", "p": "m"})
+    assert not full[0].empty and mirror is not None
+    c_t = dict(full[0]["compat"].iloc[pick % len(full[0])][0])
+    keys = {t: c_t[t] for t in ("A", "B")}
+    budget = None if quantile is None else float(np.quantile(full[0]["energy"], quantile))
+    here = generate_by_prefixes("Z", w, a, Constraints(tensor_keys=keys), ("energy",), budget=budget)
+    image = mirror.tensor_keys(w.einsum("Z"), keys)
+    there = generate_by_prefixes("Z", w, a, Constraints(tensor_keys=image), ("energy",), budget=budget)
+    got = mirror_result(here, mirror, "Z", w, a, ("energy",), Constraints(tensor_keys=keys))
+    assert frontier(got[0], ("energy",)) == frontier(there[0], ("energy",))
+    assert all(dict(k[0])["A"] == image["A"] and dict(k[0])["B"] == image["B"] for k in got[0]["compat"])
+    assert got[2].complete and got[2].lower_bound == here[2].lower_bound
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(mirrored_problems(produced=True), st.sampled_from([None, 0.5]), st.integers(0, 1000))
+def test_a_keyed_search_mirrored_is_the_search_at_the_mirror_key(problem, quantile, pick):
+    mirrored_key_search_is_the_mirror_image(*problem, quantile, pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(mirrored_problems(max_levels=3, produced=True), st.sampled_from([None, 0.5]), st.integers(0, 1000))
+def test_a_keyed_search_mirrored_is_the_search_at_the_mirror_key_long(problem, quantile, pick):
+    mirrored_key_search_is_the_mirror_image(*problem, quantile, pick)
+
+
+def test_key_mirror_of_gpt3_is_qks_and_a_constraint_drops_it():
+    a, w = arch_specs.load("tpuv4i"), workloads.load("gpt3", batch=1, seq_len=2048)
+    qk = key_mirror("QK", w, a, Constraints(tensor_keys={"Q": ("GlobalBuffer", ())}))
+    assert (qk.tensors, qk.ranks) == ({"Q": "K", "K": "Q"}, {"m": "p", "p": "m"})
+    assert qk.tensor_keys(w.einsum("QK"), {"Q": ("GlobalBuffer", ((2, 1, None), (1, 128, None)))}) \
+        == {"K": ("GlobalBuffer", ((2, 1, None), (1, 128, None)))}  # Q[b,m,h,e] and K[b,p,h,e]: m and p at 1
+    assert key_mirror("QK", w, a, Constraints(backing={"Q": ("GlobalBuffer",)})) is None
+    assert all(key_mirror(e, w, a, None) is None for e in w.einsum_names if e != "QK")
