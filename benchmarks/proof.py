@@ -72,7 +72,7 @@ def report(proof) -> None:
         what = "retry (searches cut short, split by root)" if ref.retry else "refinement"
         if ref.absorbed:
             what += f" ({', '.join(ref.absorbed)} absorbed: a later wildcard keyed by their rows)"
-        print(f"  {what} {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused), "
+        print(f"  {what} {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused, {ref.mirrored} mirrored), "
               f"{ref.empty} empty, "
               f"{ref.cut} cut short or not started, {ref.rows:,} rows, {ref.seconds:.1f} s; {state}; each "
               f"wildcard costs at least: {', '.join(f'{e} {v:.6g} pJ' for e, v in ref.least)}")

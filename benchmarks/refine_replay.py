@@ -81,7 +81,7 @@ def replay(path: Path, time_limit: float, fresh: bool, retry: bool, workers: int
     def search_keys(e, betas, budget, *a, **kw):
         start = time.perf_counter()
         ks = real(e, betas, budget, *a, **kw)
-        print(f"  {e}: {len(betas)} keys, {ks.searches} searches, {ks.reused} reused, {ks.cut} cut short, "
+        print(f"  {e}: {len(betas)} keys, {ks.searches} searches, {ks.reused} reused, {ks.mirrored} mirrored, {ks.cut} cut short, "
               f"{time.perf_counter() - start:.1f} s", flush=True)
         return ks
 

@@ -54,6 +54,7 @@ from ffm.search import SearchResult, search
 from ffm.wildcards import cut_keys
 from pmapgen import Constraints
 from pmapgen.all_einsums import rename, run_searches, signature, split_searches, union
+from pmapgen.symmetry import key_mirror, mirror_result
 from workloads.model import Workload
 
 RTOL = 1e-9  # energies equal up to summation order
@@ -78,6 +79,7 @@ class Refinement:
     reused: int = 0  # keys answered by an earlier refinement's complete search (`refine`'s `searched`)
     retry: bool = False  # a term refined before, its searches cut short there run again split by root
     absorbed: tuple[str, ...] = ()  # wildcards whose keyed rows joined the rest of a later one reading them
+    mirrored: int = 0  # keys answered by the search at their mirror image (`search_keys`)
 
     @property
     def complete(self) -> bool:
@@ -214,7 +216,8 @@ class KeyedSearches:
     """What `search_keys` found for one wildcard: per key, (its least cost there, at least
     the budget; complete) or None (no pmapping of it below the key's β); the searches'
     results by (einsum, search key); how many searches were due, came back empty, were cut
-    short or not started, kept rows, or were answered by earlier ones."""
+    short or not started, kept rows, were answered by earlier ones, or by the search at
+    their mirror image (QK's keys: `pmapgen.symmetry.key_mirror`)."""
     floors: dict
     results: dict
     searches: int = 0
@@ -222,6 +225,7 @@ class KeyedSearches:
     cut: int = 0
     rows: int = 0
     reused: int = 0
+    mirrored: int = 0  # answered by the search at their mirror image (`pmapgen.symmetry.mirror_result`)
 
 
 def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Workload, arch: Arch,
@@ -237,7 +241,10 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     up to names, renamed (at batch 1, V's and Q's keyed by I's c_T: the same searches).
     `split` runs each search split by root across the workers
     (`pmapgen.all_einsums.split_searches`): for the few long searches of a retry, not for
-    the thousands of millisecond ones a first refinement runs (a part per root each)."""
+    the thousands of millisecond ones a first refinement runs (a part per root each).
+    Of two keys that are each other's mirror image (QK's, Q and K swapped:
+    `pmapgen.symmetry.key_mirror`), the one of larger β is searched and the other answered
+    by its rows mirrored (`mirror_result`: exactly the rows its own search would keep)."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
 
@@ -248,8 +255,10 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         return searched.get(signature(e, workload, keyed(group)), (-math.inf,))[0]
 
     groups = key_groups(betas, group_above, known)
+    mirror = None if base.tensor_keys else key_mirror(e, workload, arch, base)
     jobs, done, floors, sigs = [], {}, {}, {}
-    reused = empty = cut = rows = 0
+    images: dict = {}  # group: the group whose search, mirrored, answers it (`pmapgen.symmetry.mirror_result`)
+    reused = mirrored = empty = cut = rows = 0
     for group, members in sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1])):
         beta = max(betas[k] for k in members)
         cons = keyed(group)
@@ -260,8 +269,14 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
                 table, templates = rename(table, templates, src, e, workload)
             done[e, group] = (table[table["energy"].to_numpy() <= beta], templates, stats)
             reused += 1
+        elif group in images:  # its mirror image came first, so within a β at least its own
+            mirrored += 1
             continue
-        jobs.append(((e, group), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
+        else:
+            jobs.append(((e, group), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
+        image = mirror_key(mirror, workload.einsum(e), group, members)
+        if image is not None and groups.get(image) == [image] and (e, image) not in sigs and image not in images:
+            images[image] = group
     if jobs:
         ran = (split_searches(jobs, workers, progress, desc, deadline=deadline) if split else
                run_searches(jobs, workers, progress, desc=desc, unit="key", deadline=deadline))
@@ -269,6 +284,13 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
             if key in ran and ran[key][2].complete:
                 searched[sigs[key]] = (args[6], e, ran[key])
         done.update(ran)
+    for image, group in images.items():
+        src = done.get((e, group))
+        if (e, image) in done or src is None:  # answered by `searched` after all, or its image not started
+            continue
+        done[e, image] = res = mirror_result(src, mirror, e, workload, arch, ("energy",), keyed(group))
+        if res[2].complete:
+            searched[sigs[e, image]] = (max(betas[k] for k in groups[group]), e, res)
     for group, members in groups.items():
         res = done.get((e, group))
         if res is None:  # not started: the deadline
@@ -286,7 +308,16 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         for k in members:
             there = by_key.get(k, math.inf)
             floors[k] = (max(budget, there), True) if there <= betas[k] else None
-    return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused)
+    return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused, mirrored)
+
+
+def mirror_key(mirror, einsum, group: tuple, members: list) -> tuple | None:
+    """The mirror image of a key searched alone (((tensor, c_T), ...) sorted), or None:
+    no mirror, a group of keys (`key_groups`), or a key that is its own image."""
+    if mirror is None or members != [group]:
+        return None
+    image = tuple(sorted(mirror.tensor_keys(einsum, dict(group)).items()))
+    return None if image == group else image
 
 
 def next_wildcard(workload: Workload, left: list[str], free, rests: dict[str, dict]) -> str:
@@ -360,7 +391,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     frees: dict[str, tuple[str, ...]] = {}  # e: the wildcards not in the rest when e was searched
     floors: dict[str, dict[tuple, tuple[float, bool] | None]] = {}  # e: {key: (e's least there, complete) | None: empty}
     got: dict = {}
-    keys = empty = cut = rows = reused = 0
+    keys = empty = cut = rows = reused = mirrored = 0
     searched = {} if searched is None else searched
     left, absorbed = list(wildcards), set()
     while left:
@@ -386,8 +417,8 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
                          split=retry)
         floors[e].update(ks.floors)
         got.update(ks.results)
-        keys, empty, cut, rows, reused = (keys + ks.searches, empty + ks.empty, cut + ks.cut, rows + ks.rows,
-                                          reused + ks.reused)
+        keys, empty, cut, rows, reused, mirrored = (keys + ks.searches, empty + ks.empty, cut + ks.cut,
+                                                    rows + ks.rows, reused + ks.reused, mirrored + ks.mirrored)
         least[e] = min((f[0] for f in floors[e].values() if f is not None), default=math.inf)
         if per_key(e, rests, floors, least, free)[0] >= bound * (1 - RTOL):
             break  # e's keys close the term: the others need no search
@@ -408,7 +439,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
         value = max(value, min(energy, cut_bound))
     return Refinement(tuple(wildcards), value, keys, empty, cut, rows, time.perf_counter() - start,
                       tuple((e, least[e]) for e in wildcards), reused, retry,
-                      tuple(w for w in wildcards if any(w not in f for f in frees.values()))), best
+                      tuple(w for w in wildcards if any(w not in f for f in frees.values())), mirrored), best
 
 
 def per_key(e: str, rests: dict[str, dict], floors: dict[str, dict], least: dict[str, float],

@@ -245,11 +245,33 @@ def test_a_wildcard_reading_two_produced_tensors_refines_the_same_with_its_keys_
 @given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
        st.integers(0, 10**6))
 def test_keyed_searches_give_each_key_the_least_cost_of_the_exhaustive_table(problem, m, a, pick):
-    """Per key c (c_T of X and Y) with a random β: Z's least cost among its exhaustive
-    table's rows with those c_T within β (at least the budget), or None where there is none;
-    searched one key at a time, grouped by one tensor's c_T, or answered by grouped searches
-    within larger β alike."""
-    workload, arch = two_produced_inputs(m, a), problem[1]
+    """`check_keyed_searches` on Z reading X and Y: keys are pairs of their c_T."""
+    check_keyed_searches(two_produced_inputs(m, a), problem[1], pick)
+
+
+def mirrored_inputs(m: int, k: int):
+    """Z[m,p] = A[m,k] * B[p,k], A and B produced alike (QK's shape): Z's keys come in
+    mirror-image pairs (`pmapgen.symmetry.key_mirror`)."""
+    return workloads.load({"name": "mirrored", "rank_sizes": {"m": m, "p": m, "k": k}, "bits": 8,
+                           "einsums": ["A[m,k] = XA[m,k]", "B[p,k] = XB[p,k]", "Z[m,p] = A[m,k] * B[p,k]"]})
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 4]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_keyed_searches_of_mirror_image_keys_give_each_key_the_least_cost_of_the_exhaustive_table(problem, m, k,
+                                                                                                   pick):
+    """`check_keyed_searches` on Z[m,p] = A[m,k] * B[p,k]: of each mirror-image pair of keys
+    one is searched and the other answered by its rows mirrored."""
+    check_keyed_searches(mirrored_inputs(m, k), problem[1], pick, mirrored=True)
+
+
+def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> None:
+    """Per key c (c_T of Z's produced inputs) with a random β: Z's least cost among its
+    exhaustive table's rows with those c_T within β (at least the budget), or None where
+    there is none; searched one key at a time, grouped by one tensor's c_T, or answered by
+    grouped searches within larger β alike. `mirrored`: keys come in mirror-image pairs,
+    and searched one at a time, one of each pair is answered by the other's search."""
     tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in workload.einsum_names}
     keys = rest_by_key(workload, arch, tables, ("Z",), "Z", math.inf)
     full = tables["Z"]
@@ -265,6 +287,10 @@ def test_keyed_searches_give_each_key_the_least_cost_of_the_exhaustive_table(pro
         there = [x for c, x in zip(full["compat"], full["energy"]) if all(dict(c[0])[t] == v for t, v in k)]
         least = min((x for x in there if x <= beta), default=None)
         want[k] = None if least is None else max(budget, least)
+    pairs = 0
+    if mirrored:
+        image = {k: tuple(sorted((("B" if t == "A" else "A"), c) for t, c in k)) for k in keys}  # m, p at 0 in A, B
+        pairs = sum(image[k] != k and image[k] in keys for k in keys) // 2
     # one key at a time; grouped; grouped again, answered by a grouped search within larger β
     searched: dict = {}
     search_keys("Z", {k: b * 1.05 for k, b in betas.items()}, budget, workload, arch, searched=searched, workers=1,
@@ -272,11 +298,19 @@ def test_keyed_searches_give_each_key_the_least_cost_of_the_exhaustive_table(pro
     for group_above, reuse in ((len(keys), None), (0, None), (0, searched)):
         got = search_keys("Z", betas, budget, workload, arch, searched=reuse, workers=1, group_above=group_above)
         assert reuse is None or got.reused == got.searches, (got.reused, got.searches)
+        assert got.mirrored == (pairs if group_above and reuse is None else 0), (got.mirrored, pairs)
         assert got.floors.keys() == want.keys()
         for k, w in want.items():
             f = got.floors[k]
             assert (f is None) == (w is None) and (w is None or (f[1] and np.isclose(f[0], w, rtol=RTOL))), (k, f, w)
         _bump("searches one by one" if group_above else "searches grouped", got.searches)
+    if mirrored:  # the mirrored answers are kept for later: all of them reused
+        again: dict = {}
+        search_keys("Z", betas, budget, workload, arch, searched=again, workers=1, group_above=len(keys))
+        got = search_keys("Z", betas, budget, workload, arch, searched=again, workers=1, group_above=len(keys))
+        assert got.reused == got.searches and got.floors == search_keys(
+            "Z", betas, budget, workload, arch, workers=1, group_above=len(keys)).floors
+        _bump("mirror-image pairs", pairs)
     _bump("checked")
     _bump("keys", len(keys))
 
