@@ -11,6 +11,8 @@ dominates, is exact.
 """
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 import pandas as pd
@@ -116,6 +118,12 @@ def group_labels(values: np.ndarray) -> np.ndarray:
         code = np.empty(n, dtype=np.int64)
         code[order] = np.cumsum(new) - 1
         return code
+    if values.dtype.kind in "iu":  # integer columns whose ranges fit one int64 together: one hash
+        low, high = values.min(axis=0), values.max(axis=0)
+        spans = [int(h) - int(lo) + 1 for lo, h in zip(low, high)]
+        if math.prod(spans) < 1 << 62:
+            radix = np.cumprod([1] + spans[:-1]).astype(np.int64)
+            return pd.factorize((values - low) @ radix)[0].astype(np.int64)
     code = np.zeros(n, dtype=np.int64)
     for c in range(values.shape[1]):
         inverse, uniques = pd.factorize(values[:, c])

@@ -34,12 +34,14 @@ def test_two_criteria_example():
 
 
 @settings(max_examples=100, deadline=None, database=None)
-@given(st.integers(0, 3), st.integers(1, 6), st.sampled_from([3, 5000]), st.integers(0, 2**32 - 1))
-def test_group_labels_give_equal_rows_equal_labels(k, distinct, n, seed):
-    """Both ways of labelling (sorting small inputs, hashing large ones) give rows the same
-    label exactly when they are equal."""
+@given(st.integers(0, 3), st.integers(1, 6), st.sampled_from([3, 5000]), st.integers(0, 2**32 - 1),
+       st.sampled_from([7, -3, 2**30 + 1]))
+def test_group_labels_give_equal_rows_equal_labels(k, distinct, n, seed, spread):
+    """Every way of labelling (sorting small inputs, hashing large ones: as one mixed-radix
+    number when the columns' ranges fit one int64, as here with spread 7 or -3, else column
+    by column) gives rows the same label exactly when they are equal."""
     rng = np.random.default_rng(seed)
-    values = rng.integers(0, distinct, size=(n, k)) * 7
+    values = rng.integers(0, distinct, size=(n, k)) * spread
     truth = np.unique(values, axis=0, return_inverse=True)[1].reshape(-1) if k else np.zeros(n, int)
     for rows in (10**9, 0):  # sorted, then hashed
         old, pareto.SORT_ROWS = pareto.SORT_ROWS, rows
