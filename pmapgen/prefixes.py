@@ -234,7 +234,7 @@ class _Search:
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
             ok = floor <= self.budget * (1 + BUDGET_RTOL)
             if not ok.all():
-                cols, tiles, n = {c: v[ok] for c, v in cols.items()}, tiles[ok], int(ok.sum())
+                cols, tiles, n = _rows(cols, ok), tiles[ok], int(ok.sum())
                 if not n:
                     return
         if key not in self.incoming:
@@ -278,7 +278,7 @@ class _Search:
             keep &= tensor_tiles_ok(self.fixed_tensors, key.fused, cols, self.w, self.e.name)
         if keep.all():
             return cols, tiles, len(tiles)
-        return {c: v[keep] for c, v in cols.items()}, tiles[keep], int(keep.sum())
+        return _rows(cols, keep), tiles[keep], int(keep.sum())
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
         plan = self._plans.get(prefix)
@@ -303,7 +303,7 @@ class _Search:
         keep = self._frontier(key, cols)
         if keep.all():  # three prunes in four at batch 1 keep every row: no copy (columns are never written in place)
             return cols
-        return {c: v[keep] for c, v in cols.items()}
+        return _rows(cols, keep)
 
     def _process(self, key: Key) -> None:
         """Merge the rows that reached `key`, keep the frontier, and extend it by every move."""
@@ -415,7 +415,7 @@ class _Search:
             rows, bounds = self._over_budget_cut(key, move, prefix, cols, rows, bounds)
         if not len(rows):
             return
-        out = {c: v[rows] for c, v in cols.items() if c != "row"}
+        out = _rows({c: v for c, v in cols.items() if c != "row"}, rows)
         out["row"] = cols["row"][rows]
         above = self._above(out, key.prefix.depth, above_lifetimes)
         fused_events = list(key.fused)
@@ -463,7 +463,7 @@ class _Search:
     def _within_budget(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
                        bounds: list) -> np.ndarray:
         """Per (row, bounds): whether the child the move would build is within the budget."""
-        sub = {c: cols[c][rows] for c in self._floor_columns(cols)}
+        sub = _rows({c: cols[c] for c in self._floor_columns(cols)}, rows)
         above = self._above(sub, key.prefix.depth, dict(key.lifetimes))
         for lp, b in zip(move.nodes, bounds):
             above = after_loop(above, self.e, lp.rank_variable, b, self._dim(lp))
@@ -499,7 +499,8 @@ class _Search:
         if not fits.all():  # most runs overflow a level for most rows: cut them before any count
             if not fits.any():
                 return
-            out = {c: v[fits] if type(v) is np.ndarray and v.shape == (n,) else v for c, v in out.items()}
+            kept = _rows({c: v for c, v in out.items() if type(v) is np.ndarray and v.shape == (n,)}, fits)
+            out = {c: kept.get(c, v) for c, v in out.items()}
             n = int(fits.sum())
         above = self._above(out, p.depth, {t: lifetimes.get(t, 0) for t in self.e.tensors})
         inner = dict(p.inner) if not root else {}
@@ -671,6 +672,20 @@ class _Search:
                 sub = sel[which]
                 out.append((nodes + list(move.nodes), np.hstack([tiles, rec.tiles[rows[sub], :n_loops]]), sub))
         return out
+
+
+def _rows(cols: dict, index: np.ndarray) -> dict:
+    """The columns at `index` (positions or a mask); a column held as one value (`_compact`)
+    stays one value, broadcast, instead of being copied out row by row."""
+    out, n = {}, None
+    for c, v in cols.items():
+        if v.ndim == 1 and len(v) and not v.strides[0]:
+            if n is None:
+                n = int(np.count_nonzero(index)) if index.dtype == np.bool_ else len(index)
+            out[c] = np.broadcast_to(v[:1], (n,))
+        else:
+            out[c] = v[index]
+    return out
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:
