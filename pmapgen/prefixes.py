@@ -682,7 +682,7 @@ def _rows(cols: dict, index: np.ndarray) -> dict:
         if v.ndim == 1 and len(v) and not v.strides[0]:
             if n is None:
                 n = int(np.count_nonzero(index)) if index.dtype == np.bool_ else len(index)
-            out[c] = np.broadcast_to(v[:1], (n,))
+            out[c] = v[:n] if n <= len(v) else np.broadcast_to(v[:1], (n,))  # (a slice keeps the zero stride)
         else:
             out[c] = v[index]
     return out
