@@ -379,14 +379,21 @@ class _Search:
         out += [cols[f"res:{lv}:{k}"] for lv in self.levels for k in range(self.n_res)]
         out += [cols["time"]] + [cols[f"f:{t}"] for t in sorted(self._open(key.prefix))]
         out += [] if self.latency else [cols["inst"]]
-        out += [-cols[f"b:{t}"] for t in self.e.tensors]
+        out += [_negated(cols[f"b:{t}"]) for t in self.e.tensors]
         out += [-math.prod(cols[f"t:{r}"] for r in self.e.use(t).ranks) for t in self.e.tensors if self.e.is_output(t)]
         return out
 
     def _frontier(self, key: Key, cols: dict) -> np.ndarray:
-        # columns stacked as rows, then viewed transposed: one copy (column_stack builds each column's 2-D view)
-        groups = group_labels(np.array([cols[c] for c in self._state_columns(key, cols)]).T)
-        return pareto_mask(np.array(self._criteria(key, cols), dtype=np.float64).T, groups)
+        # a column held as one value (`_compact`) is equal in every row: it splits no group and
+        # decides no dominance, so it is left out. The others are stacked as rows, then viewed
+        # transposed: one copy (column_stack builds each column's 2-D view)
+        n = len(cols["energy"])
+        criteria = [v for v in self._criteria(key, cols) if v.strides[0]]
+        if not criteria:  # every row equal in every criterion: all kept, as the filter keeps ties
+            return np.ones(n, dtype=bool)
+        state = [v for v in (cols[c] for c in self._state_columns(key, cols)) if v.strides[0]]
+        groups = group_labels(np.array(state).T) if state else np.zeros(n, dtype=np.int64)
+        return pareto_mask(np.array(criteria, dtype=np.float64).T, groups)
 
     # ---- moves on columns ----------------------------------------------------------------
     def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:
@@ -686,6 +693,11 @@ def _rows(cols: dict, index: np.ndarray) -> dict:
         else:
             out[c] = v[index]
     return out
+
+
+def _negated(v: np.ndarray) -> np.ndarray:
+    """-v, a column held as one value (`_compact`) kept one value."""
+    return -v if v.strides[0] else np.broadcast_to(-v[:1], v.shape)
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:
