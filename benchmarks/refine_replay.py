@@ -94,15 +94,20 @@ def replay(path: Path, time_limit: float, fresh: bool, retry: bool, workers: int
           f"{r.cut} cut short, {closed}")
 
 
-def prove(path: Path, descent_time: float) -> None:
+def prove(path: Path, descent_time: float, bound: float | None = None) -> None:
     """The captured proof run again from what it started from (the same U and tables), with
-    coordinate descent as `ffm.map` runs it: policies of `ffm.budgets` compared on one start."""
+    coordinate descent as `ffm.map` runs it: policies of `ffm.budgets` compared on one start.
+    `bound` (pJ) replaces the captured U: what the proof would cost from a better start
+    (a what-if: no mapping of that energy need be in the tables)."""
     from ffm.descent import descend
     from ffm.search import search
     from proof import report
 
-    workload, arch, bound, results, constraints, time_limit, workers = pickle.load(open(path, "rb"))
-    join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known)  # noqa: E731
+    workload, arch, captured, results, constraints, time_limit, workers = pickle.load(open(path, "rb"))
+    bound = captured if bound is None else bound
+    # `known` is the energy of a mapping the tables hold: the captured U's, not a what-if's
+    join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy",  # noqa: E731
+                                                   known=max(known, captured))
 
     def improve(res, best):
         res, best, _ = descend(workload, arch, res, best, join_tables, constraints, descent_time, workers, False)
@@ -159,6 +164,7 @@ def main() -> None:
     p = sub.add_parser("prove")
     p.add_argument("dir", type=Path)
     p.add_argument("--descent-time", type=float, default=15.0)
+    p.add_argument("--bound", type=float, help="U in pJ instead of the captured one (a what-if)")
     k = sub.add_parser("keys")
     k.add_argument("dir", type=Path)
     k.add_argument("n", type=int)
@@ -169,7 +175,7 @@ def main() -> None:
         capture(a.dir, [f for f in a.flags if f != "--"])
     elif a.what == "prove":
         sys.path.insert(0, str(Path(__file__).parent))
-        prove(a.dir / "proof.pkl", a.descent_time)
+        prove(a.dir / "proof.pkl", a.descent_time, a.bound)
     elif a.what == "keys":
         keys(a.dir / f"refine{a.n:02d}.pkl", a.wildcard, a.top)
     else:
