@@ -31,8 +31,10 @@ join can search exactly:
    wildcard on demand, per key the other Einsums' tables give its inputs, within what U
    leaves there. Most keys no pmapping can give, and the search that shows it is quick,
    so this closes terms no raise can reach (at batch 1, QK's: raises would need its
-   budget at 1.66 times its minimum). A refinement is tried when the least term is one
-   wildcard that the largest raise would not close in one step, when the last raise of
+   budget at 1.66 times its minimum). A refinement is tried when U is within NEAR_U of U above the least
+   term (`near_u`, thirty-third session), when it is one
+   wildcard that the largest raise would not close in one step while U is within
+   FAR_GAP of its budget above it (`far_from_raises`), when the last raise of
    one of its wildcards took more than SLOW_RAISE of the time limit (twenty-eighth
    session: a search's cost grows steeply with its budget, and at such budgets the
    terms have few keys left), and for every least term once the raises stop (one cut
@@ -78,8 +80,20 @@ from workloads.model import Workload
 
 RTOL = 1e-9  # budgets equal up to summation order
 MIN_RAISE = 0.01  # a raised budget grows by at least this share (`raise_step`) ...
-MAX_RAISE = 0.05  # ... and at most this one: QK at batch 1 takes 30 s within 1.14x its minimum, 120 s within 1.26x
+# ... and at most this one. A search's cost grows steeply with its budget (at batch 1 the
+# first raise took 9.3, 22.7 and 108.3 s at 5, 10 and 20%), but 10% reaches tables whose
+# join holds the optimum sooner, and refinements (`near_u`) close the terms from there:
+# the batch-1 proof replayed from one start, 239 s at 10% against 499 s at 5%
+MAX_RAISE = 0.1
 REFINE_SHARE = 0.5  # refinements may go on past the raises' time by this share of it
+# a single wildcard is refined before raises close it only while U is at most this share
+# of its budget above its term: at batch 1, QK's at 0.30 closed in 34 s; at over 8 (U 150 mJ,
+# the optimum 125.6) 7,418 of its 9,216 keyed searches were cut short after 825 s
+FAR_GAP = 0.5
+# any term is refined before it is raised once U is within this share of U above it: at
+# batch 1 with 10% raises, (I, QK) and (QK_softmax, AV) at 0.55% and 0.38% were raised,
+# each cut short after 60 s, then refined in 2.3 and 0.6 s
+NEAR_U = 0.01
 SLOW_RAISE = 0.5  # a raise this share of its time limit long: refine the next term holding its Einsums
 RAISE_ROWS = 1 << 22  # a raise's search stops once this many partial rows wait (about 1 GB at batch 1)
 
@@ -213,7 +227,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
             raising = False
         slow = time_limit is not None and any(raise_seconds.get(e, 0.0) > SLOW_RAISE * time_limit
                                               for e in b.wildcards)
-        if not raising or slow or far_from_raises(b, bound, budgets, most):
+        if not raising or slow or near_u(b, bound) or far_from_raises(b, bound, budgets, most):
             fresh = not wild.refined(b.wildcards)
             # a term refined before stands once raises stopped (its searches were cut short),
             # unless it was not yet retried: those searches again, split, with the time left
@@ -247,11 +261,23 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
             raising = False
 
 
+def near_u(b, bound: float) -> bool:
+    """Is U within NEAR_U of the bound's least term? Then the term is refined before it is
+    raised, whatever its wildcards: each keyed search runs within its wildcard's budget
+    plus that gap, narrow once U is near, and a refinement of a term whose wildcards'
+    keys were searched before answers from them, where a raise searches every key again
+    within a wider budget (thirty-third session)."""
+    return bool(b.wildcards) and bound - b.term <= bound * NEAR_U
+
+
 def far_from_raises(b, bound: float, budgets: dict[str, float], most: dict[str, float]) -> bool:
     """Is the bound's least term one wildcard that raises would close only after several
     steps (its gap to U over the largest raise)? Then refining it (`ffm.refine`) is tried
-    first: its keyed searches are far more constrained than a raise's."""
+    first: its keyed searches are far more constrained than a raise's. But not while the
+    gap is more than FAR_GAP of its budget: U is then far above the bound (a loose U,
+    before the tables hold a good mapping), and keyed searches within budgets that wide
+    cost more than the raises they would replace (thirty-third session)."""
     if len(b.wildcards) != 1:
         return False
     (e,) = b.wildcards
-    return bound - b.term > budgets[e] * most[e]
+    return budgets[e] * most[e] < bound - b.term <= budgets[e] * FAR_GAP

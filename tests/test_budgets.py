@@ -305,13 +305,40 @@ def test_a_table_holding_only_rows_above_its_budget_counts_at_the_budget():
     assert bound.lower == 6.0 and bound.term == 6.0 and bound.wildcards == ("T1",)
 
 
-def test_a_raise_takes_the_gap_to_u_within_1_to_5_percent_of_the_budget():
+def test_a_raise_takes_the_gap_to_u_within_1_to_10_percent_of_the_budget():
     assert raise_step(100.0, 3.0) == 3.0
-    assert raise_step(100.0, 50.0) == pytest.approx(5.0)
+    assert raise_step(100.0, 50.0) == pytest.approx(10.0)
     assert raise_step(100.0, 0.001) == pytest.approx(1.0)
     # after a raise was cut short, at most half of it (`most`), still at least 1%
+    assert raise_step(100.0, 50.0, most=0.05) == pytest.approx(5.0)
     assert raise_step(100.0, 50.0, most=0.025) == pytest.approx(2.5)
     assert raise_step(100.0, 2.0, most=0.025) == pytest.approx(2.0)
+
+
+def test_a_single_wildcard_is_refined_first_only_between_the_largest_raise_and_far_gap():
+    """Hand-computed, budget 100 and the largest raise 5%: a gap of 5 or less one raise
+    closes; above 5 and up to FAR_GAP (0.5) of the budget, 50, refining is tried first;
+    above 50 U is too loose for keyed searches, so raises go on. Two wildcards: raised."""
+    from ffm.budgets import FAR_GAP, far_from_raises
+    assert FAR_GAP == 0.5
+    term = lambda *w: SimpleNamespace(wildcards=w, term=1000.0)  # noqa: E731
+    budgets, most = {"A": 100.0, "B": 100.0}, {"A": 0.05, "B": 0.05}
+    assert [far_from_raises(term("A"), 1000.0 + gap, budgets, most) for gap in (4.0, 5.0, 5.5, 50.0, 50.5, 900.0)] \
+        == [False, False, True, True, False, False]
+    assert not far_from_raises(term("A", "B"), 1020.0, budgets, most)
+    # after a raise was cut short the largest raise is smaller: a 3 gap is then far
+    assert far_from_raises(term("A"), 1003.0, budgets, {"A": 0.025})
+
+
+def test_any_term_is_refined_first_once_u_is_within_near_u_of_it():
+    """Hand-computed: U 1000 and NEAR_U 1%: terms at 990 and above are near, whatever their
+    wildcards; 989 is not; no wildcard (the bound reached U) is nothing to refine."""
+    from ffm.budgets import NEAR_U, near_u
+    assert NEAR_U == 0.01
+    term = lambda value, *w: SimpleNamespace(wildcards=w, term=value)  # noqa: E731
+    assert near_u(term(990.0, "A", "B", "C"), 1000.0) and near_u(term(999.0, "A"), 1000.0)
+    assert not near_u(term(989.0, "A", "B"), 1000.0)
+    assert not near_u(term(1000.0), 1000.0)
 
 
 def test_parts_are_the_einsums_linked_by_shared_tensors():
