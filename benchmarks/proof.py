@@ -61,10 +61,11 @@ def report(proof) -> None:
     """The proof's steps, refinements and lower bound (`ffm.budgets.Proof`), one line each."""
     print(f"  best found before the proof (or after its minima step) {proof.bound:.6g} pJ")
     for name, stats in proof.steps:
-        rows = sum(st.tile_shapes for st in stats.values())
-        secs = sum(st.seconds for st in stats.values())
+        searched = {id(st): st for st in stats.values()}.values()  # twins (V, K, Q) share one search's Stats
+        rows = sum(st.tile_shapes for st in searched)
+        secs = sum(st.seconds for st in searched)
         done = all(st.complete for st in stats.values())
-        which = f" ({', '.join(f'{e} {st.seconds:.1f} s' for e, st in stats.items())})" if len(stats) < 4 else ""
+        which = f" ({', '.join(f'{e} {st.seconds:.1f} s' for e, st in stats.items())})"
         print(f"  step {name}: {len(stats)} Einsums{which}, {rows:,} partial rows, {secs:.1f} s of search, "
               f"{'complete' if done else 'INCOMPLETE'}")
     for k, ref in enumerate(proof.refinements, 1):  # ffm.refine, in the order the proof ran them
