@@ -31,10 +31,10 @@ join can search exactly:
    wildcard on demand, per key the other Einsums' tables give its inputs, within what U
    leaves there. Most keys no pmapping can give, and the search that shows it is quick,
    so this closes terms no raise can reach (at batch 1, QK's: raises would need its
-   budget at 1.66 times its minimum). A refinement is tried when U is within NEAR_U of U above the least
-   term (`near_u`, thirty-third session), when it is one
-   wildcard that the largest raise would not close in one step while U is within
-   FAR_GAP of its budget above it (`far_from_raises`), when the last raise of
+   budget at 1.66 times its minimum). A refinement is tried when the least term is
+   within NEAR_U of U (`near_u`, thirty-third session), when it is one wildcard that
+   the largest raise would not close in one step while U is within FAR_GAP of its
+   budget above it (`far_from_raises`), when the last raise of
    one of its wildcards took more than SLOW_RAISE of the time limit (twenty-eighth
    session: a search's cost grows steeply with its budget, and at such budgets the
    terms have few keys left), and for every least term once the raises stop (one cut
