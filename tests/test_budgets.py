@@ -202,10 +202,11 @@ def test_a_proof_whose_large_raises_are_cut_short_raises_less_and_still_finds_th
 @settings(max_examples=20, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_proof_whose_every_raise_counts_as_slow_refines_the_next_term_and_still_finds_the_optimum(problem, pick):
-    """Every raise takes more than SLOW_RAISE (here 0) of the time limit: the proof refines
-    each least term holding a raised Einsum, raises a term refined before instead of
-    stopping, and still ends proven at the brute-force optimum."""
-    with mock.patch.object(budgets_module, "SLOW_RAISE", 0.0):
+    """Every raise takes more than SLOW_RAISE (here 0) of the time limit, and FAR_GAP (here
+    inf) lets any gap be refined: the proof refines each least term holding a raised
+    Einsum, raises a term refined before instead of stopping, and still ends proven at the
+    brute-force optimum."""
+    with mock.patch.object(budgets_module, "SLOW_RAISE", 0.0), mock.patch.object(budgets_module, "FAR_GAP", math.inf):
         check_proof(*problem, pick=pick, max_combinations=3_000_000, time_limit=1e6)
 
 
@@ -328,6 +329,23 @@ def test_a_single_wildcard_is_refined_first_only_between_the_largest_raise_and_f
     assert not far_from_raises(term("A", "B"), 1020.0, budgets, most)
     # after a raise was cut short the largest raise is smaller: a 3 gap is then far
     assert far_from_raises(term("A"), 1003.0, budgets, {"A": 0.025})
+
+
+def test_a_slow_raise_refines_its_einsums_next_term_only_within_far_gap_of_its_least_budget():
+    """Hand-computed, time limit 60 (slow past 30 s) and FAR_GAP 0.5: A's last raise took
+    31 s, B's 29 s. A term holding A is refined while U is at most half its least wildcard
+    budget above it (B's 40: a gap of 20); one holding only B is not; with no time limit
+    nothing is slow."""
+    from ffm.budgets import FAR_GAP, SLOW_RAISE, slow_raise
+    assert FAR_GAP == 0.5 and SLOW_RAISE == 0.5
+    term = lambda *w: SimpleNamespace(wildcards=w, term=1000.0)  # noqa: E731
+    budgets, seconds = {"A": 100.0, "B": 40.0}, {"A": 31.0, "B": 29.0}
+    assert [slow_raise(term("A", "B"), 1000.0 + gap, budgets, seconds, 60.0) for gap in (0.0, 20.0, 20.5, 500.0)] \
+        == [True, True, False, False]
+    assert slow_raise(term("A"), 1050.0, budgets, seconds, 60.0) and not slow_raise(term("A"), 1050.5, budgets,
+                                                                                     seconds, 60.0)
+    assert not slow_raise(term("B"), 1001.0, budgets, seconds, 60.0)
+    assert not slow_raise(term("A"), 1001.0, budgets, seconds, None)
 
 
 def test_any_term_is_refined_first_once_u_is_within_near_u_of_it():
