@@ -60,16 +60,13 @@ def main() -> None:
                   f"{r.stats.seconds.get('descent', 0):>10.1f}{r.stats.seconds.get('proof', 0):>8.1f}"
                   f"{wall:>9.1f}{peak_mib():>10.0f}{ev.energy_pJ / 1e12:>11.4g}{ev.latency_s:>11.4g}  "
                   f"{', '.join(ev.fused_tensors) or 'nothing'} / {status}", flush=True)
-            if r.stats.descent:  # how each step after the join lowered the energy
-                first = r.stats.descent[0]
-                steps = [f"join {first.before / 1e12:.4g} J", f"descent {first.after / 1e12:.4g} J"]
-                if proof is not None:
-                    later = r.stats.descent[1:]
-                    steps.append(f"proof's first join {(later[0].before if later else proof.bound) / 1e12:.4g} J")
-                    steps += [f"descent {d.after / 1e12:.4g} J" for d in later]
+            if r.stats.descent:  # how each step after the join lowered the energy (the descent: after the proof)
+                d = r.stats.descent[0]
+                steps = [f"join {r.stats.proof.found / 1e12:.4g} J"] if proof is not None else []
+                steps += [f"{'proof' if proof is not None else 'join'} {d.before / 1e12:.4g} J",
+                          f"descent {d.after / 1e12:.4g} J"]
                 print(f"{'':<38}best found after: " + ", ".join(steps), flush=True)
-                for d, when in zip(r.stats.descent, ("the join", "the energy proof's first join")):
-                    print("\n".join(descent_lines(d, when)), flush=True)  # what each round and fusion move did
+                print("\n".join(descent_lines(d, "the join" if proof is None else "the energy proof")), flush=True)
 
 
 if __name__ == "__main__":

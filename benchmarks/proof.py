@@ -2,6 +2,7 @@
 
     python benchmarks/proof.py [--workload matmul_chain] [--arch simple]
         [--set length=2 M=512 big=1024 small=256] [--time-limit 0.2] [--proof-time 600] [--exhaustive]
+        [--no-descent]
 
 The batch-1 figures of docs/mapper.md ("Step 3: refining the least term"):
 
@@ -11,7 +12,8 @@ The batch-1 figures of docs/mapper.md ("Step 3: refining the least term"):
 (with `--proof-time 120` the batch-1 proof completes: docs/mapper.md, "Step 5").
 
 Runs `ffm.map` for energy with pmapgen cut short at `--time-limit` seconds per Einsum and
-the proof after it, and prints the best mapping found before the proof, the proof's steps
+the proof after it, and prints the seconds of each phase (`MapStats.seconds`), what each
+coordinate descent did (`--no-descent` skips them), the best mapping found before the proof, the proof's steps
 (seconds, partial pmappings built), its refinements of the bound's terms (`ffm.refine`:
 keyed searches, empty, cut short, seconds, closed or not; a retry reruns a standing
 term's searches cut short, split by root), the lower bound and the result;
@@ -36,18 +38,21 @@ def main() -> None:
     parser.add_argument("--proof-time", type=float, default=600.0, help="proof seconds per Einsum and step")
     parser.add_argument("--exhaustive", action="store_true", help="also run without a time limit")
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--no-descent", action="store_true", help="skip coordinate descent (ffm.map's descent=False)")
     args = parser.parse_args()
     variables = parse_overrides(args.set)
     print(f"{args.workload} on {args.arch}, {' '.join(args.set)}")
 
     start = time.perf_counter()
     r = ffm.map(args.workload, args.arch, variables=variables, progress=False, time_limit=args.time_limit,
-                proof_time_limit=args.proof_time, workers=args.workers)
+                proof_time_limit=args.proof_time, workers=args.workers, descent=not args.no_descent)
     wall = time.perf_counter() - start
     s, proof = r.stats, r.stats.proof
-    print(f"time-limited + proof: {wall:.1f} s (pmapgen {s.seconds['pmapgen']:.1f} s, "
-          f"proof {s.seconds.get('proof', 0):.1f} s), energy {r.evaluation.energy_pJ:.6g} pJ, "
+    phases = ", ".join(f"{k} {v:.1f} s" for k, v in s.seconds.items())
+    print(f"time-limited + proof: {wall:.1f} s ({phases}), energy {r.evaluation.energy_pJ:.6g} pJ, "
           f"{'exhaustive' if s.exhaustive else 'proven' if s.complete else 'NOT proven'}")
+    for d in s.descent:  # only when the proof did not complete (`ffm.map`)
+        print(f"  descent after the proof: {d.before:.6g} -> {d.after:.6g} pJ, {len(d.rounds)} rounds, {d.seconds:.1f} s")
     if proof is not None:
         report(proof)
     if args.exhaustive:

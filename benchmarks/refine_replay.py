@@ -5,7 +5,7 @@
     python benchmarks/refine_replay.py replay DIR N [--time-limit 60] [--fresh] [--retry] [--workers 2]
         [--cut-back EINSUM FACTOR]
     python benchmarks/refine_replay.py keys DIR N [--wildcard EINSUM] [--top 15]
-    python benchmarks/refine_replay.py prove DIR [--descent-time 15]
+    python benchmarks/refine_replay.py prove DIR [--bound PJ]
 
 `capture` runs `benchmarks/proof.py` with the flags after `--`, pickling each call's
 arguments and result to DIR/refineNN.pkl (about 20 MB each at batch 1). `replay` runs call
@@ -16,8 +16,7 @@ back to its budget over F (E as it was before its last raises: docs/mapper.md, "
 `capture` also pickles what the proof starts from (DIR/proof.pkl: U and the tables
 found), and `prove` runs the whole proof again from it, so two policies of `ffm.budgets`
 are compared from one start (the time-limited search before a proof reaches other
-pmappings from run to run: docs/mapper.md, "Step 11"); `--descent-time` is the time
-limit of the coordinate descent the proof's minima step runs (`ffm.map`'s `--time-limit`).
+pmappings from run to run: docs/mapper.md, "Step 11").
 `keys` runs each keyed search of one wildcard of call N (default its first) alone in this
 process, fresh, and prints their total, the share of the costliest and the costliest keys. Replaying one capture from a checkout of another commit (`git worktree`) compares
 two versions on the same term: docs/mapper.md, "Step 9".
@@ -94,12 +93,11 @@ def replay(path: Path, time_limit: float, fresh: bool, retry: bool, workers: int
           f"{r.cut} cut short, {closed}")
 
 
-def prove(path: Path, descent_time: float, bound: float | None = None) -> None:
-    """The captured proof run again from what it started from (the same U and tables), with
-    coordinate descent as `ffm.map` runs it: policies of `ffm.budgets` compared on one start.
+def prove(path: Path, bound: float | None = None) -> None:
+    """The captured proof run again from what it started from (the same U and tables), as
+    `ffm.map` runs it: policies of `ffm.budgets` compared on one start.
     `bound` (pJ) replaces the captured U: what the proof would cost from a better start
     (a what-if: no mapping of that energy need be in the tables)."""
-    from ffm.descent import descend
     from ffm.search import search
     from proof import report
 
@@ -109,14 +107,10 @@ def prove(path: Path, descent_time: float, bound: float | None = None) -> None:
     join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy",  # noqa: E731
                                                    known=max(known, captured))
 
-    def improve(res, best):
-        res, best, _ = descend(workload, arch, res, best, join_tables, constraints, descent_time, workers, False)
-        return res, best
-
     print(f"captured proof: U {bound:.6g} pJ, {time_limit} s per Einsum")
     start = time.perf_counter()
     _, _, p = budgets.prove_energy(workload, arch, bound, results, constraints, time_limit, workers, False,
-                                   join_tables, improve)
+                                   join_tables)
     print(f"replayed proof: {time.perf_counter() - start:.1f} s, {'proven' if p.proven else 'NOT proven'}, "
           f"{p.bound:.6g} pJ")
     report(p)
@@ -163,7 +157,6 @@ def main() -> None:
     r.add_argument("--cut-back", nargs=2, metavar=("EINSUM", "FACTOR"))
     p = sub.add_parser("prove")
     p.add_argument("dir", type=Path)
-    p.add_argument("--descent-time", type=float, default=15.0)
     p.add_argument("--bound", type=float, help="U in pJ instead of the captured one (a what-if)")
     k = sub.add_parser("keys")
     k.add_argument("dir", type=Path)
@@ -175,7 +168,7 @@ def main() -> None:
         capture(a.dir, [f for f in a.flags if f != "--"])
     elif a.what == "prove":
         sys.path.insert(0, str(Path(__file__).parent))
-        prove(a.dir / "proof.pkl", a.descent_time, a.bound)
+        prove(a.dir / "proof.pkl", a.bound)
     elif a.what == "keys":
         keys(a.dir / f"refine{a.n:02d}.pkl", a.wildcard, a.top)
     else:

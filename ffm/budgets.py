@@ -102,7 +102,8 @@ RAISE_ROWS = 1 << 22  # a raise's search stops once this many partial rows wait 
 @dataclass(frozen=True)
 class Proof:
     """What the energy proof did. `bound` is U (the best found, or the step-1 join's if
-    lower) and `lower` a lower bound on the optimum, so the best found is within
+    lower; `ffm.map` lowers it to what its coordinate descent after an incomplete proof
+    finds) and `lower` a lower bound on the optimum, so the best found is within
     bound / lower of it; `minima` (per Einsum, pJ) holds the exact minima found, `budgets`
     the budgets step 2 reached (set once every minimum is known); `incomplete` names the
     Einsums whose search was cut short (its time limit, or RAISE_ROWS for a raise) or
@@ -144,8 +145,7 @@ def raise_step(budget: float, gap: float, most: float = MAX_RAISE) -> float:
 def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, tuple],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = True,
-                 join_tables: Callable[[dict[str, pd.DataFrame], str, float], SearchResult] | None = None,
-                 improve: Callable[[dict, SearchResult], tuple[dict, SearchResult]] | None = None):
+                 join_tables: Callable[[dict[str, pd.DataFrame], str, float], SearchResult] | None = None):
     """(results, best, Proof): `best` is the best mapping the proof's tables gave (a
     SearchResult over `results`, `generate_all`-style): the exact energy optimum when
     `Proof.proven`; otherwise the join of step 1's tables together with `found`'s when it
@@ -153,8 +153,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     (`generate_all`-style, per Einsum (table, templates, stats)), `bound` the energy of a
     valid mapping made of their rows. `join_tables(tables, name, known)` runs a join (default:
     `ffm.search.search` for energy with `known`: the energy of a mapping the tables hold),
-    so a caller can show progress. `improve(results, best)` (e.g. `ffm.descent.descend`)
-    may lower step 1's join result before step 2 takes its energy as U."""
+    so a caller can show progress."""
     start, given = time.perf_counter(), bound
     order = tuple(workload.einsum_names)
     steps = []
@@ -189,8 +188,6 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     joined = join_tables({e: r[0] for e, r in both.items()}, "join (proof: minima)", bound)  # found's U mapping
     best = None
     if not joined.best.empty and float(joined.best["energy"].iloc[0]) < bound:
-        if improve is not None:  # the join chose new compatibility groups: search within them
-            both, joined = improve(both, joined)
         bound, best = float(joined.best["energy"].iloc[0]), (both, joined)
     if incomplete:
         return *(best or (None, None)), proof(minima, bound, incomplete=incomplete)

@@ -62,9 +62,9 @@ def _parser() -> argparse.ArgumentParser:
                         f"proof that would make the result provably optimal (default {DEFAULT_PROOF_TIME:g}; "
                         f"0: no proof)")
     p.add_argument("--no-descent", action="store_true",
-                   help="energy objective, when pmapgen was cut short: skip the coordinate descent that searches "
-                        "each Einsum again within its compatibility group, and its fusion moves (faster, usually a "
-                        "worse mapping)")
+                   help="energy objective, when pmapgen was cut short and the proof did not complete: skip the "
+                        "coordinate descent that searches each Einsum again within its compatibility group, and "
+                        "its fusion moves (faster, usually a worse mapping)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 

@@ -36,8 +36,8 @@ def statistics_text(stats: MapStats) -> str:
         lines.append(f"  {e:<14}{s.templates:>11,}{s.tile_shapes:>13,}{s.kept:>16,}{s.seconds:>9.2f}"
                      f"{joined:>17}{note}")
     lines.append("  time: " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in stats.seconds.items()))
-    for d, when in zip(stats.descent, ("the join", "the energy proof's first join")):
-        lines += descent_lines(d, when)
+    for d in stats.descent:  # after the proof, when it ran and could not complete (`ffm.map`)
+        lines += descent_lines(d, "the join" if stats.proof is None else "the energy proof")
     if stats.proof is not None:
         lines += proof_lines(stats.proof)
     if not stats.complete:
