@@ -13,7 +13,7 @@ The batch-1 figures of docs/mapper.md ("Step 3: refining the least term"):
 
 Runs `ffm.map` for energy with pmapgen cut short at `--time-limit` seconds per Einsum and
 the proof after it, and prints the seconds of each phase (`MapStats.seconds`), what each
-coordinate descent did (`--no-descent` skips them), the best mapping found before the proof, the proof's steps
+coordinate descent did (`--no-descent` skips them), the best mapping found before and after the proof, the proof's steps
 (seconds, partial pmappings built), its refinements of the bound's terms (`ffm.refine`:
 keyed searches, empty, cut short, seconds, closed or not; a retry reruns a standing
 term's searches cut short, split by root), the lower bound and the result;
@@ -64,7 +64,7 @@ def main() -> None:
 
 def report(proof) -> None:
     """The proof's steps, refinements and lower bound (`ffm.budgets.Proof`), one line each."""
-    print(f"  best found before the proof (or after its minima step) {proof.bound:.6g} pJ")
+    print(f"  best found before the proof {proof.found:.6g} pJ, after it {proof.bound:.6g} pJ")
     for name, stats in proof.steps:
         searched = {id(st): st for st in stats.values()}.values()  # twins (V, K, Q) share one search's Stats
         rows = sum(st.tile_shapes for st in searched)

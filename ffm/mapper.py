@@ -179,8 +179,9 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         return res, best
 
     # the exact proof first; coordinate descent only improves a result the proof could not
-    # make optimal (at batch 1 the proof completes from the join's mapping: the descent
-    # before it cost 30 to 90 s and changed nothing; thirty-fourth session)
+    # make optimal (at batch 1 the proof completes from the join's mapping by the same
+    # raises: the descent before it cost 30 to 90 s for a U the raises' joins then beat;
+    # thirty-fourth session)
     if prove and objective == "energy" and not exhaustive and not found.best.empty:
         start = time.perf_counter()
         proven, better, proof = prove_energy(w, a, float(found.best["energy"].iloc[0]), results, constraints,
