@@ -39,7 +39,9 @@ def statistics_text(stats: MapStats) -> str:
     for d in stats.descent:  # after the proof, when it ran and could not complete (`ffm.map`)
         lines += descent_lines(d, "the join" if stats.proof is None else "the energy proof")
     if stats.proof is not None:
-        lines += proof_lines(stats.proof)
+        # a descent after the proof lowered `Proof.bound` further (`ffm.map`): the proof's own
+        # best is where that descent started
+        lines += proof_lines(stats.proof, stats.descent[0].before if stats.descent else None)
     if not stats.complete:
         lines.append("  WARNING: pmapgen was cut short; the result is the best found, not provably optimal")
     return "\n".join(lines)
@@ -113,10 +115,11 @@ def _least_term_text(proof: Proof) -> str:
             f"up to {energy_text(need)} (now {energy_text(have)}).")
 
 
-def proof_lines(proof: Proof) -> list[str]:
+def proof_lines(proof: Proof, reached: float | None = None) -> list[str]:
     """What the energy proof (ffm.budgets) established: per Einsum its minimum, the budget
     its table reached, and the partial pmappings its searches built and their seconds, for
-    the minima and all raises together."""
+    the minima and all raises together. `reached`: the best mapping the proof itself found,
+    when a descent after it lowered `proof.bound` further (default `proof.bound`)."""
     raises = proof.steps[1:]
     if proof.proven:
         head = (f"  Energy proof: complete. Each Einsum's table holds every pmapping within its budget, and the "
@@ -161,11 +164,11 @@ def proof_lines(proof: Proof) -> list[str]:
                     if (retries := sum(r.retry for r in rs)) else "")
                  + (f"; in {keyed} a wildcard was keyed by the rows of another it reads" if (keyed := sum(
                      bool(r.absorbed) for r in rs)) else "") + ".")
-    if proof.found > proof.bound:
+    own = proof.bound if reached is None else reached
+    if proof.found > own:
         head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "
-                 f"{energy_text(proof.bound)} (its first join, of each Einsum's least-energy pmappings together with "
-                 f"those found before, then coordinate descent; or a join over the raised tables or a refinement's "
-                 f"keyed rows).")
+                 f"{energy_text(own)} (its first join, of each Einsum's least-energy pmappings together with "
+                 f"those found before; or a join over the raised tables or a refinement's keyed rows).")
     lines = textwrap.wrap(head.strip(), 100, initial_indent="  ", subsequent_indent="    ")
     if not proof.proven and proof.lower > 0:
         lines.append(f"    So the result is within {proof.bound / proof.lower:.2f}x of the optimum.")

@@ -251,6 +251,13 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
         assert "Coordinate descent after the energy proof" in text
         assert f"within {proof.bound / proof.lower:.2f}x" in text
         words = " ".join(text.split())  # (the report wraps its lines)
+        # what the proof itself lowered ends where the descent after it started
+        from looptree.render import energy_text
+        if descent.before < proof.found * (1 - 1e-9):
+            assert (f"The proof lowered the best mapping from {energy_text(proof.found)} to "
+                    f"{energy_text(descent.before)}") in words
+        else:
+            assert "The proof lowered" not in words
         cut_short = ", ".join(proof.cut_short)
         assert (f"The budgeted search of {cut_short} was cut short by its time limit" in words
                 if len(proof.cut_short) == 1 else
