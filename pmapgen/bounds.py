@@ -97,8 +97,9 @@ def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset)
     """What the floor of one prefix context needs besides the rows' columns, computed once
     per context. `inner`: tensor -> level index of its last node, for tensors that have
     one; `candidates`: tensor -> level indices its next node may use (a tensor with no
-    node: its backing); `placed`: fanout levels that can get no more spatial loops (their
-    group is placed, or a storage node sits at or below them)."""
+    node: its backing); `placed`: fanout levels that can get no more spatial loops (not
+    in `pmapgen.templates.open_groups`: placed, at or above a storage node, or no longer
+    reachable by the moves)."""
     return _plan(f, tuple(sorted(inner.items())), tuple(sorted((t, tuple(c)) for t, c in candidates.items())),
                  placed)
 

@@ -45,7 +45,7 @@ from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror
-from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, roots, space
+from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots, space
 from pmapgen.tiles import divisor_chains
 from workloads.model import Workload
 
@@ -295,7 +295,7 @@ class _Search:
             candidates = {t: prefix.candidates(self.sp, t) for t in self.e.tensors}
             shape = self._shapes[prefix] = (
                 dict(prefix.inner), candidates,
-                prefix.groups_placed | {k for k in self.floor.spread if k <= prefix.deepest},
+                frozenset(self.floor.spread) - open_groups(self.sp, prefix),
                 frozenset(t for t, c in candidates.items() if c))
         return shape
 

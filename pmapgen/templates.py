@@ -25,6 +25,7 @@ so there only legality prunes; the rules marked * apply below it:
 """
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, replace
 from itertools import combinations, product
@@ -279,6 +280,20 @@ def moves(sp: Space, p: Prefix) -> Iterator[tuple[Move, Prefix]]:
         yield Move((Loop(r, 0),)), replace(
             p, loose=True, last="temporal", last_run=(), last_temporal=r, block=p.block + (r,), loops=tuple(loops),
             fused_ranks=p.fused_ranks | {r} if fused else p.fused_ranks, depth=p.depth + 1)
+
+
+def open_groups(sp: Space, p: Prefix) -> frozenset[int]:
+    """Fanout levels whose spatial group some continuation of `p` may still place (`moves`
+    (b)): not placed, below every storage node, and, after a temporal loop below the
+    fused region, above some level a tensor's next node may use. A group never follows a
+    temporal loop there, and the storage run that must come between closes every fanout
+    at or above its deepest node (the energy floor counts no spread, `pmapgen.bounds`, of
+    a closed one: after a temporal loop under QK's LocalBuffer nodes the 128 x 128 array
+    can no longer be used)."""
+    lowest = -math.inf  # the shallowest level a tensor's next node may use, if it matters
+    if p.last == "temporal" and not p.fused:
+        lowest = min((c for t in sp.einsum.tensors for c in p.candidates(sp, t)), default=math.inf)
+    return frozenset(k for k in sp.groups if k not in p.groups_placed and k > p.deepest and k > lowest)
 
 
 def templates(einsum: Einsum, workload: Workload, arch: Arch, unit: str,

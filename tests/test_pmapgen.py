@@ -362,6 +362,57 @@ def test_every_partial_pmapping_s_floor_is_at_most_its_completions_energy(proble
     floors_below_completions(problem)
 
 
+def groups_continuations_place(sp, p, memo) -> frozenset:
+    """Every fanout level whose spatial group some continuation of prefix p places (the
+    moves walked exhaustively, memoised per prefix)."""
+    from pmapgen.templates import moves
+    if p not in memo:
+        memo[p] = frozenset()  # prefixes only grow: no cycle, but keep the walk safe
+        out = set()
+        for move, q in moves(sp, p):
+            out |= set(q.groups_placed - p.groups_placed) | groups_continuations_place(sp, q, memo)
+        memo[p] = frozenset(out)
+    return memo[p]
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(small_problems(max_levels=3).filter(lambda wa: any(m.fanout for m in wa[1].memories)))
+def test_open_groups_hold_every_group_a_continuation_places(problem):
+    """`open_groups` (the fanouts the energy floor still counts spread from) leaves out
+    only fanouts whose group no continuation of the prefix places, checked on every
+    prefix the moves reach (the hand case below shows one it closes)."""
+    from pmapgen.templates import open_groups, roots, space
+    w, a = problem
+    for e in w.einsum_names:
+        for unit in a.computes_for(w.einsum(e)):
+            sp = space(w.einsum(e), w, unit.name, a, Constraints())
+            memo: dict = {}
+            for root, _ in roots(sp, w):
+                groups_continuations_place(sp, root, memo)
+            for p, reached in memo.items():
+                assert reached <= open_groups(sp, p), (e, p, reached)
+
+
+def test_open_groups_close_the_array_after_a_temporal_loop_under_local_buffer_nodes():
+    """Hand case (gpt3 batch 1 on tpuv4i, QK): once every tensor's last node is in the
+    LocalBuffer and a temporal loop follows, no storage run can come before the
+    Register's 128 x 128 array, so its group is closed; before that loop it is open."""
+    from dataclasses import replace
+    from pmapgen.templates import Prefix, open_groups, space
+    w = workloads.load("gpt3", batch=1, seq_len=2048)
+    a = arch_specs.load("tpuv4i")
+    sp = space(w.einsum("QK"), w, "MAC", a, Constraints())
+    local, register = (a.memory_index[x] for x in ("LocalBuffer", "Register"))
+    assert set(sp.groups) == {local, register}  # the cores above the LocalBuffer, the array above the Register
+    p = Prefix(inner=(("K", local), ("Q", local), ("QK", local)), backing=frozenset(),
+               shared_onchip=frozenset(), groups_placed=frozenset(), floor=0, deepest=local, loose=False,
+               last="storage", last_run=(), last_temporal=None, block=(), loops=(0, 0, 0, 0), fused_ranks=frozenset(),
+               depth=0)
+    assert open_groups(sp, p) == {register}
+    assert open_groups(sp, replace(p, last="temporal", loose=True, last_temporal="m", block=("m",))) == frozenset()
+    assert open_groups(sp, replace(p, inner=(("K", 1), ("Q", local), ("QK", local)), last="temporal")) == {register}
+
+
 @pytest.mark.slow
 @settings(max_examples=40, **SETTINGS)
 @given(small_problems(max_levels=3), st.sampled_from([0.0, 0.1, 0.3, 0.6]))
