@@ -104,63 +104,162 @@ def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset)
                  placed)
 
 
+def floor_inputs(f: EnergyFloor, cols: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The columns a floor reads, per row: (integers: each rank variable's extent, each
+    tensor's fills, each tensor's spread `between`, instances, time; the energy so far)."""
+    e = f.space.einsum
+    names = ([f"e:{r}" for r in e.rank_variables] + [f"f:{t}" for t in e.tensors] + [f"b:{t}" for t in e.tensors]
+             + ["inst", "time"])
+    return (np.column_stack([cols[c] for c in names]).astype(np.int64, copy=False),
+            np.ascontiguousarray(cols["energy"], dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class Step:
+    """How the floor's integer inputs (`floor_inputs`) of a child follow from its parent's
+    under a move's loops: input q of the child is the parent's input `source[q]` (-1: zero)
+    times the product over loops l of bound_l ** `powers[q, l]` (negative: exact division)."""
+    source: np.ndarray
+    powers: np.ndarray
+
+
+def identity_step(f: EnergyFloor) -> Step:
+    n = len(f.space.einsum.rank_variables) + 2 * len(f.space.einsum.tensors) + 2
+    return Step(np.arange(n, dtype=np.int64), np.zeros((n, 0), np.int64))
+
+
+@lru_cache(maxsize=1 << 12)
+def loop_step(f: EnergyFloor, loops: tuple, closed: frozenset) -> Step:
+    """The `Step` of loops ((rank variable, fanout dim or None), ...) placed in turn, with
+    the fills of the tensors in `closed` (no node left to place) zeroed: read off
+    `looptree.model.after_loop` run on symbols, so the model stays the one source of
+    counts. Every input is one parent input times a monomial in the bounds."""
+    import sympy
+    from looptree.model import Above, after_loop
+    e = f.space.einsum
+    ranks, tensors = e.rank_variables, e.tensors
+    sym = lambda name: sympy.Symbol(name, positive=True, integer=True)
+    parent = ([sym(f"e_{r}") for r in ranks] + [sym(f"f_{t}") for t in tensors] + [sym(f"b_{t}") for t in tensors]
+              + [sym("inst"), sym("time")])
+    above = Above(extents=dict(zip(ranks, parent)), temporal={r: sym(f"t_{r}") for r in ranks},
+                  time=parent[-1], fills=dict(zip(tensors, parent[len(ranks):])),
+                  instances=parent[-2], between=dict(zip(tensors, parent[len(ranks) + len(tensors):])),
+                  depth=0, lifetime={t: 0 for t in tensors})
+    bounds = [sym(f"bound_{i}") for i in range(len(loops))]
+    for (rank, dim), b in zip(loops, bounds):
+        above = after_loop(above, e, rank, b, dim)
+    child = ([above.extents[r] for r in ranks] + [0 if t in closed else above.fills[t] for t in tensors]
+             + [above.between[t] for t in tensors] + [above.instances, above.time])
+    source = np.full(len(child), -1, dtype=np.int64)
+    powers = np.zeros((len(child), len(loops)), dtype=np.int64)
+    for q, x in enumerate(child):
+        if x == 0:
+            continue
+        factors = sympy.sympify(x).as_powers_dict()
+        inputs = [s for s in factors if s in parent]
+        assert len(inputs) == 1 and factors[inputs[0]] == 1, x  # one parent input times bounds
+        source[q] = parent.index(inputs[0])
+        for s, k in factors.items():
+            if s in bounds:
+                powers[q, bounds.index(s)] = int(k)
+            else:
+                assert s == inputs[0], x
+    return Step(source, powers)
+
+
 def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
     """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
     completion of a prefix whose context gave `plan` (`floor_plan`)."""
-    e = f.space.einsum
-    extents = np.column_stack([cols[f"e:{r}"] for r in e.rank_variables])
-    fills = np.column_stack([cols[f"f:{t}"] for t in e.tensors])
-    between = np.column_stack([cols[f"b:{t}"] for t in e.tensors])
-    return _floor(extents, fills, between, cols["inst"], cols["time"], cols["energy"], f.compute_pJ,
+    ints, energy = floor_inputs(f, cols)
+    return child_floors(f, ints, energy, np.arange(len(energy), dtype=np.int64),
+                        np.zeros((len(energy), 0), np.int64), identity_step(f), plan)
+
+
+def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.ndarray, bounds: np.ndarray,
+                 step: Step, plan: "_Plan", threshold: float = np.inf, monotone: bool = False) -> np.ndarray:
+    """The floor (`energy_floor`) of each child a move's loops would build: parent row
+    `rows[i]` (of `floor_inputs`' `ints` and `energy`) with loop bounds `bounds[i]`,
+    under `step` (`loop_step`), without building the children's columns.
+
+    `monotone`: the rows come in runs per parent, each with its bounds ascending, and the
+    floor does not fall as the bound grows (one temporal loop over a rank variable that
+    indexes each tensor at most once: for the tensors it indexes the bound cancels out of
+    the values moved, and for the others it only raises the `time` a refetch moves). Then
+    once a child's floor exceeds `threshold` the rest of its run are not computed: inf."""
+    return _floor(ints, energy, rows, bounds, step.source, step.powers, threshold, monotone, f.compute_pJ,
                   np.int64(f.ops), f.ranks, *plan.packed)
 
 
 @numba.njit(cache=True)
-def _floor(extents, fills, between, inst, time, energy, compute_pJ, ops, ranks, way_tensor, n_pieces, coef_sum,
-           coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices):
-    """`energy_floor` per row: each way down's cost (`_Plan`), the least over capacity
-    choices of their sums, plus the energy so far and the compute's."""
-    n, n_tensors, n_ways = extents.shape[0], ranks.shape[0], way_tensor.shape[0]
+def _floor(ints, energy, rows, bounds, source, powers, threshold, monotone, compute_pJ, ops, ranks, way_tensor,
+           n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices):
+    """`child_floors` per child: its inputs from its parent's (`Step`), each way down's cost
+    (`_Plan`), the least over capacity choices of their sums, plus the energy so far and
+    the compute's."""
+    n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
+    n_inputs, n_loops = source.shape[0], powers.shape[1]
+    q = np.empty(n_inputs, dtype=np.int64)
     values = np.empty(n_tensors, dtype=np.int64)
     moved = np.empty(n_tensors, dtype=np.int64)
     refetched = np.empty(n_tensors, dtype=np.int64)
     ways = np.empty(n_ways)
     out = np.empty(n)
-    for r in range(n):
+    dead = False
+    for i in range(n):
+        r = rows[i]
+        if monotone:
+            if i == 0 or rows[i - 1] != r:
+                dead = False
+            elif dead:
+                out[i] = np.inf
+                continue
+        for j in range(n_inputs):
+            x = np.int64(0) if source[j] < 0 else ints[r, source[j]]
+            for l in range(n_loops):
+                for _ in range(powers[j, l]):
+                    x *= bounds[i, l]
+            for l in range(n_loops):
+                for _ in range(-powers[j, l]):
+                    x //= bounds[i, l]
+            q[j] = x
+        inst, time = q[n_inputs - 2], q[n_inputs - 1]
         for t in range(n_tensors):
             v = np.int64(1)
-            for k in range(ranks.shape[1]):
+            for k in range(n_ranks):
                 for _ in range(ranks[t, k]):
-                    v *= extents[r, k]
-            flat = inst[r] * v
-            values[t], moved[t], refetched[t] = v, fills[r, t] * flat, time[r] * flat
+                    v *= q[k]
+            flat = inst * v
+            values[t], moved[t], refetched[t] = v, q[n_ranks + t] * flat, time * flat
         for w in range(n_ways):
             t = way_tensor[w]
+            between = q[n_ranks + n_tensors + t]
             v, m = values[t], moved[t]
             more = refetched[t] - m
             best = np.inf
             for j in range(n_pieces[w]):
                 over = 0.0
-                for i in range(coef.shape[2]):
-                    if v > limit[w, j, i]:  # the link's node forces a temporal loop: refetched, not moved
-                        over += coef[w, j, i]
+                for k in range(coef.shape[2]):
+                    if v > limit[w, j, k]:  # the link's node forces a temporal loop: refetched, not moved
+                        over += coef[w, j, k]
                 first = refetched[t] if v > parent_limit[w, j] else m
-                x = m * coef_sum[w, j] + more * over + (first // between[r, t]) * parent[w, j] + const[w, j]
+                x = m * coef_sum[w, j] + more * over + (first // between) * parent[w, j] + const[w, j]
                 if x < best:
                     best = x
             if has_leaf[w]:
-                x = leaf_pj[w] * (ops // (between[r, t] * leaf_spread[w]))
+                x = leaf_pj[w] * (ops // (between * leaf_spread[w]))
                 if x < best:
                     best = x
             ways[w] = best
         best = np.inf
         for c in range(choices.shape[0]):
             total = 0.0
-            for i in range(choices.shape[1]):
-                total = total + ways[choices[c, i]]
+            for k in range(choices.shape[1]):
+                total = total + ways[choices[c, k]]
             if total < best:
                 best = total
-        out[r] = energy[r] + compute_pJ + best
+        out[i] = energy[r] + compute_pJ + best
+        if monotone and out[i] > threshold:
+            dead = True
     return out
 
 

@@ -37,7 +37,7 @@ import numpy as np
 from arch.model import Arch
 from looptree.model import Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile
 from looptree.nodes import Loop, Storage
-from pmapgen.bounds import energy_floor, energy_floor_of, floor_plan
+from pmapgen.bounds import child_floors, energy_floor, energy_floor_of, floor_inputs, floor_plan, loop_step
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
 from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tensor_tiles_ok, tensors_ok, tiles_ok
@@ -150,10 +150,12 @@ class _Search:
         self._move_lists: dict = {}  # Prefix -> `_moves`
         self._move_adds: dict = {}  # storage Move -> `_adds`
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
-        self._floor_names: list | None = None  # `_floor_columns`
+        self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self.stats = Stats()
         self.floor = energy_floor_of(self.sp, workload, arch)
+        # rank variables indexing each tensor at most once: the floor does not fall as a temporal loop's bound grows
+        self._monotone = {r: bool(self.floor.ranks[:, i].max() <= 1) for i, r in enumerate(self.e.rank_variables)}
         self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)
 
     # ---- columns <-> the model's Above -------------------------------------------------
@@ -281,10 +283,13 @@ class _Search:
         return _rows(cols, keep), tiles[keep], int(keep.sum())
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
+        return energy_floor(self.floor, cols, self._plan(prefix))
+
+    def _plan(self, prefix: Prefix):
         plan = self._plans.get(prefix)
         if plan is None:
             plan = self._plans[prefix] = floor_plan(self.floor, *self._shape(prefix)[:3])
-        return energy_floor(self.floor, cols, plan)
+        return plan
 
     def _shape(self, prefix: Prefix) -> tuple:
         """(innermost level per tensor with a node, candidate levels of each tensor's next
@@ -450,42 +455,24 @@ class _Search:
     def _over_budget_cut(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
                          bounds: list) -> tuple[np.ndarray, list]:
         """The (row, bounds) choices of a loop move without those whose energy floor exceeds
-        the budget, decided on the floor's own columns before the children are built (a
-        tight budget cuts almost all: V at batch 1, 99% of the rows spatial groups build).
-
-        A temporal loop's bound cancels out of the floor for the tensors it indexes (their
-        fills become `time` times the bound and their tiles shrink by it), and only raises
-        the `time` the others would move if refetched (`pmapgen.bounds`). So the loop with
-        bound 1 gives a floor at most every child's: parents it cuts lose all their
-        children, computed once per parent row, before the children left are decided."""
-        if len(move.nodes) == 1 and move.nodes[0].spatial is None:
-            at = rows[np.r_[True, rows[1:] != rows[:-1]]]  # `rows` ascend (`_divisor_choices`): np.unique hashes
-            ok = np.zeros(len(cols["energy"]), dtype=bool)
-            ok[at] = self._within_budget(key, move, prefix, cols, at, [np.ones(len(at), np.int64)])
-            ok = ok[rows]
-            rows, bounds = rows[ok], [b[ok] for b in bounds]
-        ok = self._within_budget(key, move, prefix, cols, rows, bounds)
-        return rows[ok], [b[ok] for b in bounds]
-
-    def _within_budget(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
-                       bounds: list) -> np.ndarray:
-        """Per (row, bounds): whether the child the move would build is within the budget."""
-        sub = _rows({c: cols[c] for c in self._floor_columns(cols)}, rows)
-        above = self._above(sub, key.prefix.depth, dict(key.lifetimes))
-        for lp, b in zip(move.nodes, bounds):
-            above = after_loop(above, self.e, lp.rank_variable, b, self._dim(lp))
-        self._store(sub, above)
-        self._close_fills(sub, prefix)
-        floor = self._floor(prefix, sub)
+        the budget, decided before the children are built (a tight budget cuts almost all:
+        V at batch 1, 11 floors computed per child built): the floors come from the parent
+        rows' inputs and the bounds (`pmapgen.bounds.child_floors`), computed once per key.
+        For one temporal loop the floor does not fall as its bound grows (rows come with
+        their bounds ascending), so a row's larger bounds are not tried once one is over."""
+        if self._inputs[0] is not cols:
+            self._inputs = (cols, floor_inputs(self.floor, cols))
+        ints, energy = self._inputs[1]
+        loops = tuple((lp.rank_variable, self._dim(lp)) for lp in move.nodes)
+        step = loop_step(self.floor, loops, frozenset(self.e.tensors) - self._open(prefix))
+        threshold = self.budget * (1 + BUDGET_RTOL)
+        monotone = len(loops) == 1 and loops[0][1] is None and self._monotone[loops[0][0]]
+        floor = child_floors(self.floor, ints, energy, rows, np.column_stack(bounds), step, self._plan(prefix),
+                             threshold, monotone)
         if len(floor):
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
-        return floor <= self.budget * (1 + BUDGET_RTOL)
-
-    def _floor_columns(self, cols: dict) -> list[str]:
-        """The columns a floor reads (the model's `Above` and the energy so far)."""
-        if self._floor_names is None:
-            self._floor_names = [c for c in cols if c in ("energy", "time", "inst") or c[:2] in ("e:", "t:", "f:", "b:")]
-        return self._floor_names
+        ok = floor <= threshold
+        return rows[ok], [b[ok] for b in bounds]
 
     def _dim(self, loop: Loop):
         """The fanout dim of a spatial loop (None: temporal)."""

@@ -1,6 +1,7 @@
 """pmapgen keeps everything that could be optimal: every legal pmapping found by brute
 force is weakly dominated by a pmapgen row with the same compatibility key, and every
 pmapgen row rebuilds to a legal pmapping whose evaluation equals the row."""
+import math
 from unittest import mock
 
 import numpy as np
@@ -282,27 +283,33 @@ def test_a_waiting_part_holds_a_constant_column_once_with_the_same_values():
         out["a"][0] = 1.0
 
 
+def built_children_floors(search, key, move, prefix, cols, rows, bounds) -> np.ndarray:
+    """The energy floor of each child of a loop move, built in full by `after_loop` on
+    columns (with the fills of the tensors the child can place no more node of zeroed)."""
+    from looptree.model import after_loop
+    child = {c: v[rows] for c, v in cols.items()}
+    above = search._above(child, key.prefix.depth, dict(key.lifetimes))
+    for lp, b in zip(move.nodes, bounds):
+        above = after_loop(above, search.e, lp.rank_variable, b, search._dim(lp))
+    search._store(child, above)
+    for t in set(search.e.tensors) - search._open(prefix):
+        child[f"f:{t}"] = np.zeros_like(child[f"f:{t}"])
+    return search._floor(prefix, child)
+
+
 @settings(max_examples=10, **SETTINGS)
 @given(small_problems(max_levels=2), st.sampled_from([1.0, 1.2, 1.5, 3.0]))
 def test_loop_children_are_cut_as_their_own_energy_floors_would_cut_them(problem, factor):
-    """A loop move's budget cut is decided before its children are built (for a temporal
-    loop first once per parent row, with bound 1: no child's floor is below it). Each
-    decision equals the one the floor of the fully built child gives."""
-    from looptree.model import after_loop
+    """A loop move's budget cut is decided before its children are built (for one temporal
+    loop, a row's larger bounds are not tried once one is over). Each decision equals the
+    one the floor of the fully built child gives."""
     from pmapgen.prefixes import BUDGET_RTOL, _Search
     checked = []
 
     class Checked(_Search):
         def _over_budget_cut(self, key, move, prefix, cols, rows, bounds):
             got_rows, got_bounds = super()._over_budget_cut(key, move, prefix, cols, rows, bounds)
-            child = {c: v[rows] for c, v in cols.items()}
-            above = self._above(child, key.prefix.depth, dict(key.lifetimes))
-            for lp, b in zip(move.nodes, bounds):
-                above = after_loop(above, self.e, lp.rank_variable, b, self._dim(lp))
-            self._store(child, above)
-            for t in set(self.e.tensors) - self._open(prefix):
-                child[f"f:{t}"] = np.zeros_like(child[f"f:{t}"])
-            ok = self._floor(prefix, child) <= self.budget * (1 + BUDGET_RTOL)
+            ok = built_children_floors(self, key, move, prefix, cols, rows, bounds) <= self.budget * (1 + BUDGET_RTOL)
             assert np.array_equal(got_rows, rows[ok])
             assert all(np.array_equal(g, b[ok]) for g, b in zip(got_bounds, bounds))
             checked.append((len(rows), int(ok.sum())))
@@ -314,6 +321,40 @@ def test_loop_children_are_cut_as_their_own_energy_floors_would_cut_them(problem
         for unit in a.computes_for(w.einsum(e)):
             Checked(e, w, a, unit.name, Constraints(), ("energy",), budget).run(None)
     assert checked
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3))
+def test_child_floors_from_the_parent_equal_the_built_children_s(problem):
+    """`pmapgen.bounds.child_floors`, from the parent rows' inputs and the bounds through
+    `loop_step` (the model's `after_loop` run on symbols), gives exactly the floor of each
+    child built on columns; and for one temporal loop over a rank variable that indexes
+    each tensor at most once, a parent's children's floors do not fall as the bound grows
+    (what lets the budget cut stop at a row's first bound over)."""
+    from pmapgen.bounds import child_floors, floor_inputs, loop_step
+    from pmapgen.prefixes import _Search
+    seen = {"moves": 0, "runs": 0}
+
+    class Checked(_Search):
+        def _over_budget_cut(self, key, move, prefix, cols, rows, bounds):
+            built = built_children_floors(self, key, move, prefix, cols, rows, bounds)
+            loops = tuple((lp.rank_variable, self._dim(lp)) for lp in move.nodes)
+            step = loop_step(self.floor, loops, frozenset(self.e.tensors) - self._open(prefix))
+            got = child_floors(self.floor, *floor_inputs(self.floor, cols), rows, np.column_stack(bounds), step,
+                               self._plan(prefix))
+            assert np.array_equal(got, built)
+            seen["moves"] += 1
+            if len(loops) == 1 and loops[0][1] is None and self._monotone[loops[0][0]]:
+                for r in np.unique(rows):
+                    assert np.all(np.diff(built[rows == r]) >= 0) and np.all(np.diff(bounds[0][rows == r]) > 0)
+                    seen["runs"] += 1
+            return super()._over_budget_cut(key, move, prefix, cols, rows, bounds)
+
+    w, a = problem
+    for e in w.einsum_names:
+        for unit in a.computes_for(w.einsum(e)):
+            Checked(e, w, a, unit.name, Constraints(), ("energy",), math.inf).run(None)
+    assert seen["moves"]
 
 
 def floors_below_completions(problem) -> int:
