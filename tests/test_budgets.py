@@ -369,6 +369,27 @@ def test_parts_are_the_einsums_linked_by_shared_tensors():
     assert set(parts(w, ["QK", "AV", "FFB"])) == {frozenset({"QK"}), frozenset({"AV"}), frozenset({"FFB"})}
 
 
+def test_a_part_s_keys_are_cut_to_what_it_shares_once_per_table():
+    """gpt3: V's keys name I and V; in the part (V, QK_softmax, AV) only V is shared, so
+    the cut keys drop I; in the whole workload nothing is cut (the table itself). The cut
+    table is kept for the next part sharing the same tensors, and cut again once the
+    table is another (a raise)."""
+    import workloads
+    w = workloads.load("gpt3", batch=1, seq_len=64)
+    assert w.users("V") == ("V", "AV") and w.users("I") == ("I", "V", "K", "Q") and w.users("nothing") == ()
+    table = pd.DataFrame({"compat": [((("I", ("GlobalBuffer", ())), ("V", ("DRAM", ()))), 0),
+                                     ((("I", ("DRAM", ())), ("V", ("DRAM", ()))), 1)], "energy": [1.0, 2.0]})
+    wild = WildcardBound(w, arch_specs.load("tpuv4i"))
+    sub = w.restricted(["V", "QK_softmax", "AV"])
+    got = wild._cut_keys("V", table, sub)
+    assert list(got["compat"]) == [((("V", ("DRAM", ())),), 0), ((("V", ("DRAM", ())),), 1)]
+    assert list(got["compat"]) == list(cut_keys(table, sub)["compat"])
+    assert wild._cut_keys("V", table, w.restricted(["V", "QK", "AV"])) is got  # the same tensors shared
+    assert wild._cut_keys("V", table, w) is table
+    raised = table.assign(energy=[0.5, 2.0])
+    assert wild._cut_keys("V", raised, sub) is not got and list(wild._cut_keys("V", raised, sub)["energy"]) == [0.5, 2.0]
+
+
 def test_a_search_stopped_by_its_row_limit_is_incomplete_and_still_bounds_the_minimum():
     """`max_rows` stops a budgeted search as its time limit would: nothing kept, marked
     incomplete, and its lower bound at most the Einsum's least energy."""

@@ -139,7 +139,15 @@ class Workload:
 
     def users(self, tensor: str) -> tuple[str, ...]:
         """Einsums that produce or consume `tensor`, in workload order."""
-        return tuple(e.name for e in self.einsums if tensor in e.tensors)
+        return self._users.get(tensor, ())
+
+    @cached_property
+    def _users(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, tuple[str, ...]] = {}
+        for e in self.einsums:
+            for t in dict.fromkeys(e.tensors):
+                out[t] = out.get(t, ()) + (e.name,)
+        return out
 
     def is_shared(self, tensor: str) -> bool:
         """Used by more than one Einsum: its compatibility matters for fusion."""
