@@ -171,6 +171,26 @@ class WildcardBound:
             held = self._cut[e, tensors] = (table, cut_keys(table, sub))
         return held[1]
 
+    def _term(self, at: float, rest: list[frozenset], tables: dict[str, pd.DataFrame], least: dict[str, float],
+              best: float, bar: tqdm) -> float:
+        """The term of the wildcards costing `at` whose other Einsums form the parts `rest`,
+        or, once at least `best`, a lower bound on it of at least `best`. Parts not yet
+        joined count at their Einsums' least energies until they are, so a term that the
+        joins already known put past `best` runs no join (after a raise, most of a bound's
+        joins are of the parts holding the raised Einsum)."""
+        unknown = lambda part: len(part) > 1 and part not in self._parts  # noqa: E731
+        low = at + sum(sum(least[e] for e in part) if unknown(part) else self._part(part, tables, bar)
+                       for part in rest)
+        for part in rest:
+            if low >= best:
+                return low
+            if unknown(part):
+                low += self._part(part, tables, bar) - sum(least[e] for e in part)
+        value = at
+        for part in rest:  # in workload order, as every run adds
+            value += self._part(part, tables, bar)
+        return value
+
     def bound(self, tables: dict[str, pd.DataFrame], budgets: dict[str, float],
               ceiling: float = math.inf) -> Bound:
         """The bound for `tables` (each complete within `budgets[e]`, pJ); terms at or
@@ -199,11 +219,8 @@ class WildcardBound:
                     heapq.heappush(heap, (base - extra[last][0] + extra[last + 1][0], last + 1,
                                           chosen[:-1] + (last + 1,)))
             wild = tuple(e for e in order if e in {extra[i][1] for i in chosen})
-            value = at = sum(budgets[e] for e in wild)
-            for part in parts(self.w, [e for e in order if e not in wild]):
-                value += self._part(part, tables, bar)
-                if value >= best:
-                    break
+            at = sum(budgets[e] for e in wild)
+            value = self._term(at, parts(self.w, [e for e in order if e not in wild]), tables, least, best, bar)
             refined, raised = self._refined.get(wild, (-math.inf, {}))
             if raised and refined > value:
                 refined = min(refined, self._since(wild, raised, tables, budgets, bar))

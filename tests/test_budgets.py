@@ -306,6 +306,26 @@ def test_a_table_holding_only_rows_above_its_budget_counts_at_the_budget():
     assert bound.lower == 6.0 and bound.term == 6.0 and bound.wildcards == ("T1",)
 
 
+def test_a_term_the_known_joins_put_past_the_best_runs_no_join():
+    """Hand-computed, a chain of three (T1, T2, T3) with T1 the wildcard at 5: the rest is
+    the part (T2, T3). Counted at its Einsums' least energies (2 + 3) the term is 10; past
+    a best of 9 that settles it with no join, while below a best of 20 the join runs and
+    the term is 5 + 12 = 17, added in the same order as a run that joins first."""
+    from tqdm import tqdm
+    w = workloads.load("matmul_chain", length=3, M=8, big=16, small=8)
+    joins = []
+    joined = SimpleNamespace(best=pd.DataFrame({"energy": [12.0]}))
+    wild = WildcardBound(w, arch_specs.load("simple"), join=lambda tables, sub: joins.append(sub) or joined)
+    tables = {e: pd.DataFrame({"compat": [((), 0)], "energy": [x]}) for e, x in (("T1", 1.0), ("T2", 2.0), ("T3", 3.0))}
+    least = {"T1": 1.0, "T2": 2.0, "T3": 3.0}
+    rest = parts(w, ["T2", "T3"])
+    bar = tqdm(disable=True)
+    assert rest == [frozenset({"T2", "T3"})]
+    assert wild._term(5.0, rest, tables, least, 9.0, bar) == 10.0 and not joins
+    assert wild._term(5.0, rest, tables, least, 20.0, bar) == 17.0 and len(joins) == 1
+    assert wild._term(5.0, rest, tables, least, 9.0, bar) == 17.0 and len(joins) == 1  # known now
+
+
 def test_a_raise_takes_the_gap_to_u_within_1_to_10_percent_of_the_budget():
     assert raise_step(100.0, 3.0) == 3.0
     assert raise_step(100.0, 50.0) == pytest.approx(10.0)
