@@ -52,7 +52,7 @@ from arch.model import Arch
 from looptree.model import leaf_counts, link_counts
 from pmapgen.capacity import capacity_unit
 from pmapgen.templates import Space
-from workloads.model import Workload
+from workloads.model import Einsum, Workload
 
 
 @dataclass(frozen=True, eq=False)  # hashed by identity: `_tails` caches per floor
@@ -129,14 +129,14 @@ def identity_step(f: EnergyFloor) -> Step:
 
 
 @lru_cache(maxsize=1 << 12)
-def loop_step(f: EnergyFloor, loops: tuple, closed: frozenset) -> Step:
+def loop_step(e: Einsum, loops: tuple, closed: frozenset) -> Step:
     """The `Step` of loops ((rank variable, fanout dim or None), ...) placed in turn, with
     the fills of the tensors in `closed` (no node left to place) zeroed: read off
     `looptree.model.after_loop` run on symbols, so the model stays the one source of
-    counts. Every input is one parent input times a monomial in the bounds."""
+    counts. Every input is one parent input times a monomial in the bounds. Cached per
+    Einsum (not per floor): the keyed searches of a refinement are thousands, each small."""
     import sympy
     from looptree.model import Above, after_loop
-    e = f.space.einsum
     ranks, tensors = e.rank_variables, e.tensors
     sym = lambda name: sympy.Symbol(name, positive=True, integer=True)
     parent = ([sym(f"e_{r}") for r in ranks] + [sym(f"f_{t}") for t in tensors] + [sym(f"b_{t}") for t in tensors]

@@ -150,6 +150,7 @@ class _Search:
         self._move_lists: dict = {}  # Prefix -> `_moves`
         self._move_adds: dict = {}  # storage Move -> `_adds`
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
+        self._steps: dict = {}  # (loop Move, Prefix it leads to) -> `pmapgen.bounds.loop_step`
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self.stats = Stats()
@@ -464,7 +465,9 @@ class _Search:
             self._inputs = (cols, floor_inputs(self.floor, cols))
         ints, energy = self._inputs[1]
         loops = tuple((lp.rank_variable, self._dim(lp)) for lp in move.nodes)
-        step = loop_step(self.floor, loops, frozenset(self.e.tensors) - self._open(prefix))
+        step = self._steps.get((move, prefix))
+        if step is None:
+            step = self._steps[move, prefix] = loop_step(self.e, loops, frozenset(self.e.tensors) - self._open(prefix))
         threshold = self.budget * (1 + BUDGET_RTOL)
         monotone = len(loops) == 1 and loops[0][1] is None and self._monotone[loops[0][0]]
         floor = child_floors(self.floor, ints, energy, rows, np.column_stack(bounds), step, self._plan(prefix),

@@ -339,7 +339,7 @@ def test_child_floors_from_the_parent_equal_the_built_children_s(problem):
         def _over_budget_cut(self, key, move, prefix, cols, rows, bounds):
             built = built_children_floors(self, key, move, prefix, cols, rows, bounds)
             loops = tuple((lp.rank_variable, self._dim(lp)) for lp in move.nodes)
-            step = loop_step(self.floor, loops, frozenset(self.e.tensors) - self._open(prefix))
+            step = loop_step(self.e, loops, frozenset(self.e.tensors) - self._open(prefix))
             got = child_floors(self.floor, *floor_inputs(self.floor, cols), rows, np.column_stack(bounds), step,
                                self._plan(prefix))
             assert np.array_equal(got, built)
