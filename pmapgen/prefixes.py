@@ -91,6 +91,8 @@ GROWTH = 1.1  # a rising budget's next value over its last (generate_by_rising_b
 # (at batch 1, Q keyed by I's c_T: 617 of 668 under 0.1 s, 11 ms each enumerating moves)
 _SHARED_MOVES: dict = {}
 SHARED_MOVES = 20000  # prefixes held in all (what a search keeps of its own is not bounded by it)
+_SHARED_FLOORS: dict = {}  # the same for `pmapgen.bounds.energy_floor_of`, whose plans are cached per floor
+SHARED_FLOORS = 64
 
 
 def _concat(parts: list[dict]) -> dict:
@@ -162,7 +164,13 @@ class _Search:
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self.stats = Stats()
-        self.floor = energy_floor_of(self.sp, workload, arch)
+        # the floor's plans are cached per floor (`pmapgen.bounds._plan`): one floor per space and rank sizes
+        floor_key = (self._space_key, tuple(workload.rank_sizes[r] for r in self.e.rank_variables))
+        self.floor = _SHARED_FLOORS.get(floor_key)
+        if self.floor is None:
+            if len(_SHARED_FLOORS) >= SHARED_FLOORS:
+                _SHARED_FLOORS.clear()
+            self.floor = _SHARED_FLOORS[floor_key] = energy_floor_of(self.sp, workload, arch)
         # rank variables indexing each tensor at most once: the floor does not fall as a temporal loop's bound grows
         self._monotone = {r: bool(self.floor.ranks[:, i].max() <= 1) for i, r in enumerate(self.e.rank_variables)}
         self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)

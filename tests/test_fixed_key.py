@@ -114,18 +114,19 @@ def test_a_fixed_c_t_keeps_exactly_the_frontiers_of_its_groups_long(problem, pic
 @settings(max_examples=8, **SETTINGS)
 @given(small_problems(max_levels=2), st.integers(0, 10_000))
 def test_a_keyed_search_after_others_keeps_what_one_in_a_fresh_process_keeps(problem, pick):
-    """The moves earlier searches of the same space enumerated in this process
-    (`pmapgen.prefixes._SHARED_MOVES`, which a refinement's thousands of keyed searches
-    share) change nothing: a keyed search run after itself and after the unkeyed search
-    keeps the same rows as with nothing held."""
+    """The moves and energy floors earlier searches of the same space made in this process
+    (`pmapgen.prefixes._SHARED_MOVES`, `_SHARED_FLOORS`, which a refinement's thousands of
+    keyed searches share) change nothing: a keyed search run after itself and after the
+    unkeyed search keeps the same rows as with nothing held."""
     import pmapgen.prefixes as prefixes
     w, a = problem
     for e, tensor_keys, _ in tensor_key_groups(w, a, pick):
         fixed = Constraints(tensor_keys=tensor_keys)
         prefixes._SHARED_MOVES.clear()
+        prefixes._SHARED_FLOORS.clear()
         cold = generate_by_prefixes(e, w, a, fixed, objectives=("energy",))[0]
         generate_by_prefixes(e, w, a, objectives=("energy",))
-        assert prefixes._SHARED_MOVES
+        assert prefixes._SHARED_MOVES and prefixes._SHARED_FLOORS
         warm = generate_by_prefixes(e, w, a, fixed, objectives=("energy",))[0]
         assert len(warm) == len(cold) and frontier(warm, ("energy",)) == frontier(cold, ("energy",))
         assert sum(map(len, prefixes._SHARED_MOVES.values())) <= prefixes.SHARED_MOVES
