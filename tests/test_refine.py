@@ -459,3 +459,21 @@ def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bound
     assert r.absorbed == (("Y",) if z else ()) or r.value >= bound * (1 - RTOL), (r, groups)
     assert all(set(g) == {"Y"} for g in z), z  # Y produces Z's only input: Z is keyed by Y's c_T
     _bump("Z keyed by Y's rows", int(bool(z)))
+
+
+def test_a_rest_s_join_is_kept_while_its_tables_are_the_same_objects():
+    """`_join_energy` joins a rest once while its Einsums' tables are the same objects (the
+    refinements of one proof join the same rests again and again), and again once one of
+    them is another object (a raise): here T2's energies halved, so the join is cheaper."""
+    import arch as arch_specs
+    w = workloads.load("matmul_chain", length=3, M=8, big=16, small=8)
+    a = arch_specs.load("simple")
+    tables = {e: generate(e, w, a, objectives=("energy",))[0] for e in w.einsum_names}
+    refine_module._JOINS.clear()
+    with mock.patch("ffm.refine.join", wraps=refine_module.join) as spy:
+        first = _join_energy(tables, w, a, ["T1", "T2"])
+        assert math.isfinite(first) and spy.call_count == 1
+        assert _join_energy(dict(tables), w, a, ["T1", "T2"]) == first and spy.call_count == 1
+        cheaper = {**tables, "T2": tables["T2"].assign(energy=tables["T2"]["energy"] / 2)}
+        assert _join_energy(cheaper, w, a, ["T1", "T2"]) < first and spy.call_count == 2
+        assert _join_energy(tables, w, a, ["T2", "T3"]) > 0 and spy.call_count == 3
