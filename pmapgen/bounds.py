@@ -118,14 +118,28 @@ def floor_inputs(f: EnergyFloor, cols: dict) -> tuple[np.ndarray, np.ndarray]:
 class Step:
     """How the floor's integer inputs (`floor_inputs`) of a child follow from its parent's
     under a move's loops: input q of the child is the parent's input `source[q]` (-1: zero)
-    times the product over loops l of bound_l ** `powers[q, l]` (negative: exact division)."""
+    times the product over loops l of bound_l ** `powers[q, l]` (negative: exact division).
+    `terms`: the nonzero powers as (input, loop, power) rows, multiplications first (what
+    the kernel applies: most inputs are the parent's as they are)."""
     source: np.ndarray
     powers: np.ndarray
+    terms: np.ndarray
+
+
+def _step(source: np.ndarray, powers: np.ndarray) -> Step:
+    j, l = np.nonzero(powers)
+    p = powers[j, l]
+    order = np.argsort(p < 0, kind="stable")
+    return Step(source, powers, np.column_stack([j, l, p])[order].astype(np.int64).reshape(-1, 3))
+
+
+@lru_cache(maxsize=None)
+def _identity_step(n: int) -> Step:
+    return _step(np.arange(n, dtype=np.int64), np.zeros((n, 0), np.int64))
 
 
 def identity_step(f: EnergyFloor) -> Step:
-    n = len(f.space.einsum.rank_variables) + 2 * len(f.space.einsum.tensors) + 2
-    return Step(np.arange(n, dtype=np.int64), np.zeros((n, 0), np.int64))
+    return _identity_step(len(f.space.einsum.rank_variables) + 2 * len(f.space.einsum.tensors) + 2)
 
 
 @lru_cache(maxsize=1 << 12)
@@ -164,7 +178,7 @@ def loop_step(e: Einsum, loops: tuple, closed: frozenset) -> Step:
                 powers[q, bounds.index(s)] = int(k)
             else:
                 assert s == inputs[0], x
-    return Step(source, powers)
+    return _step(source, powers)
 
 
 def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
@@ -186,18 +200,18 @@ def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.
     indexes each tensor at most once: for the tensors it indexes the bound cancels out of
     the values moved, and for the others it only raises the `time` a refetch moves). Then
     once a child's floor exceeds `threshold` the rest of its run are not computed: inf."""
-    return _floor(ints, energy, rows, bounds, step.source, step.powers, threshold, monotone, f.compute_pJ,
+    return _floor(ints, energy, rows, bounds, step.source, step.terms, threshold, monotone, f.compute_pJ,
                   np.int64(f.ops), f.ranks, *plan.packed)
 
 
 @numba.njit(cache=True)
-def _floor(ints, energy, rows, bounds, source, powers, threshold, monotone, compute_pJ, ops, ranks, way_tensor,
+def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compute_pJ, ops, ranks, way_tensor,
            n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices):
     """`child_floors` per child: its inputs from its parent's (`Step`), each way down's cost
     (`_Plan`), the least over capacity choices of their sums, plus the energy so far and
     the compute's."""
     n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
-    n_inputs, n_loops = source.shape[0], powers.shape[1]
+    n_inputs = source.shape[0]
     q = np.empty(n_inputs, dtype=np.int64)
     values = np.empty(n_tensors, dtype=np.int64)
     moved = np.empty(n_tensors, dtype=np.int64)
@@ -214,14 +228,13 @@ def _floor(ints, energy, rows, bounds, source, powers, threshold, monotone, comp
                 out[i] = np.inf
                 continue
         for j in range(n_inputs):
-            x = np.int64(0) if source[j] < 0 else ints[r, source[j]]
-            for l in range(n_loops):
-                for _ in range(powers[j, l]):
-                    x *= bounds[i, l]
-            for l in range(n_loops):
-                for _ in range(-powers[j, l]):
-                    x //= bounds[i, l]
-            q[j] = x
+            q[j] = np.int64(0) if source[j] < 0 else ints[r, source[j]]
+        for k in range(terms.shape[0]):  # multiplications first: each division is then exact
+            j, l, p = terms[k, 0], terms[k, 1], terms[k, 2]
+            for _ in range(p):
+                q[j] *= bounds[i, l]
+            for _ in range(-p):
+                q[j] //= bounds[i, l]
         inst, time = q[n_inputs - 2], q[n_inputs - 1]
         for t in range(n_tensors):
             v = np.int64(1)
