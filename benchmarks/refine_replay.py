@@ -5,7 +5,7 @@
     python benchmarks/refine_replay.py replay DIR N [--time-limit 60] [--fresh] [--retry] [--workers 2]
         [--cut-back EINSUM FACTOR]
     python benchmarks/refine_replay.py keys DIR N [--wildcard EINSUM] [--top 15]
-    python benchmarks/refine_replay.py prove DIR [--bound PJ]
+    python benchmarks/refine_replay.py prove DIR [--bound PJ] [--phases]
 
 `capture` runs `benchmarks/proof.py` with the flags after `--`, pickling each call's
 arguments and result to DIR/refineNN.pkl (about 20 MB each at batch 1). `replay` runs call
@@ -16,7 +16,9 @@ back to its budget over F (E as it was before its last raises: docs/mapper.md, "
 `capture` also pickles what the proof starts from (DIR/proof.pkl: U and the tables
 found), and `prove` runs the whole proof again from it, so two policies of `ffm.budgets`
 are compared from one start (the time-limited search before a proof reaches other
-pmappings from run to run: docs/mapper.md, "Step 11").
+pmappings from run to run: docs/mapper.md, "Step 11"); `--phases` also prints the wall
+seconds of each search step (`generate_all`), wildcard bound and refinement, in order,
+and their totals (docs/mapper.md, "Step 15").
 `keys` runs each keyed search of one wildcard of call N (default its first) alone in this
 process, fresh, and prints their total, the share of the costliest and the costliest keys. Replaying one capture from a checkout of another commit (`git worktree`) compares
 two versions on the same term: docs/mapper.md, "Step 9".
@@ -93,7 +95,27 @@ def replay(path: Path, time_limit: float, fresh: bool, retry: bool, workers: int
           f"{r.cut} cut short, {closed}")
 
 
-def prove(path: Path, bound: float | None = None) -> None:
+def timed_phases() -> list[tuple[str, str, float, float]]:
+    """Wraps the proof's phases (search steps, wildcard bounds, refinements) with wall
+    timers; the list fills with (phase, what, start, seconds) as the proof runs."""
+    log: list[tuple[str, str, float, float]] = []
+    begin = time.perf_counter()
+
+    def timed(phase, f, what):
+        def run(*args, **kwargs):
+            t = time.perf_counter()
+            out = f(*args, **kwargs)
+            log.append((phase, what(args, kwargs), t - begin, time.perf_counter() - t))
+            return out
+        return run
+
+    budgets.generate_all = timed("search", budgets.generate_all, lambda a, k: k.get("desc", ""))
+    budgets.refine = timed("refine", budgets.refine, lambda a, k: ", ".join(a[4]))
+    budgets.WildcardBound.bound = timed("bound", budgets.WildcardBound.bound, lambda a, k: "")
+    return log
+
+
+def prove(path: Path, bound: float | None = None, phases: bool = False) -> None:
     """The captured proof run again from what it started from (the same U and tables), as
     `ffm.map` runs it: policies of `ffm.budgets` compared on one start.
     `bound` (pJ) replaces the captured U: what the proof would cost from a better start
@@ -108,12 +130,19 @@ def prove(path: Path, bound: float | None = None) -> None:
                                                    known=max(known, captured))
 
     print(f"captured proof: U {bound:.6g} pJ, {time_limit} s per Einsum")
+    log = timed_phases() if phases else None
     start = time.perf_counter()
     _, _, p = budgets.prove_energy(workload, arch, bound, results, constraints, time_limit, workers, False,
                                    join_tables)
     print(f"replayed proof: {time.perf_counter() - start:.1f} s, {'proven' if p.proven else 'NOT proven'}, "
           f"{p.bound:.6g} pJ")
     report(p)
+    if log is not None:
+        totals: dict[str, float] = {}
+        for phase, what, at, seconds in log:
+            print(f"  {at:7.1f} s  {seconds:6.2f} s  {phase} {what}")
+            totals[phase] = totals.get(phase, 0.0) + seconds
+        print("  wall by phase: " + ", ".join(f"{k} {v:.1f} s" for k, v in totals.items()))
 
 
 def keys(path: Path, wildcard: str | None, top: int) -> None:
@@ -158,6 +187,7 @@ def main() -> None:
     p = sub.add_parser("prove")
     p.add_argument("dir", type=Path)
     p.add_argument("--bound", type=float, help="U in pJ instead of the captured one (a what-if)")
+    p.add_argument("--phases", action="store_true", help="wall seconds per search step, bound and refinement")
     k = sub.add_parser("keys")
     k.add_argument("dir", type=Path)
     k.add_argument("n", type=int)
@@ -168,7 +198,7 @@ def main() -> None:
         capture(a.dir, [f for f in a.flags if f != "--"])
     elif a.what == "prove":
         sys.path.insert(0, str(Path(__file__).parent))
-        prove(a.dir / "proof.pkl", a.bound)
+        prove(a.dir / "proof.pkl", a.bound, a.phases)
     elif a.what == "keys":
         keys(a.dir / f"refine{a.n:02d}.pkl", a.wildcard, a.top)
     else:
