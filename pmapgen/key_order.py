@@ -1,9 +1,9 @@
 """The order in which the prefix search (`pmapgen.prefixes`) processes the keys rows wait at.
 
 A key may be processed once no waiting key can still push rows to it. Every move raises a
-key's `progress`, and appends to its fused structure (`Key.fused`) or leaves it as it is,
-so a key J can reach a key K only if J's fused structure is a prefix of K's and J's
-progress is lower. Any order respecting that gives the same result; they differ in how
+key's `progress`, and appends events to its rows' fused structures or leaves them as they
+are, so a key J can reach a key K only if J's fused events (`Key.fused`, a multiset) are
+within K's and J's progress is lower. Any order respecting that gives the same result; they differ in how
 many rows wait at once (docs/pmapgen.md, "Deepest structure first"):
 
 - **level by level** (lowest progress first) advances every fused structure together, so
@@ -17,6 +17,7 @@ many rows wait at once (docs/pmapgen.md, "Deepest structure first"):
 from __future__ import annotations
 
 import heapq
+from collections import Counter
 from itertools import count
 
 
@@ -29,6 +30,7 @@ class KeyOrder:
         self._lowest: list = []  # heap of (progress, -len(fused), n, fused): level by level
         self._deepest: list = []  # heap of (-len(fused), -progress, n, fused): deepest first
         self._n = count()  # ties go to the structure seen first (fused tuples do not compare)
+        self._multisets: dict[tuple, Counter] = {}  # `_ready`'s counts per structure
 
     def __bool__(self) -> bool:
         return bool(self.groups)
@@ -69,9 +71,17 @@ class KeyOrder:
                 heapq.heappush(self._deepest, entry)
 
     def _ready(self, fused: tuple, progress: int) -> bool:
-        """No waiting key of a structure this one extends has a lower progress."""
-        return not any(fused[:i] in self.groups and min(self.groups[fused[:i]]) < progress
-                       for i in range(len(fused)))
+        """No waiting key of a structure this one may extend (a smaller multiset within
+        it) has a lower progress."""
+        need = self._counts(fused)
+        return not any(len(g) < len(fused) and min(levels) < progress and self._counts(g) <= need
+                       for g, levels in self.groups.items())
+
+    def _counts(self, fused: tuple) -> Counter:
+        out = self._multisets.get(fused)
+        if out is None:
+            out = self._multisets[fused] = Counter(fused)
+        return out
 
     def _take(self, fused: tuple, progress: int) -> list:
         levels = self.groups[fused]

@@ -54,7 +54,7 @@ from workloads.model import Workload
 class Key:
     """What makes two prefixes' futures (and compatibility groups) structurally equal."""
     prefix: Prefix
-    fused: tuple  # shared tensors' backing levels, then the loops and backings placed while fused
+    fused: tuple  # the events of its rows' fused structures, sorted (a multiset: see `_Search._sid`)
     depth_f: int | None  # F, once the last shared on-chip backing is placed
     lifetimes: tuple  # lifetime depth (capped at F) of each tensor with nodes still to place
 
@@ -150,6 +150,12 @@ class _Search:
         self.mirror = None if self.keyed else find_mirror(self.e, workload, self.sp, given, tuple(self.shared))
         self._drops: dict = {}  # (Key.fused, final) -> whether the mirror image of its structure is searched instead
         self.records: list[Record] = []
+        # a row's fused structure (shared tensors' backing levels, then the loops and backings
+        # placed while fused: its compatibility group) is its `sid` column, an index into these
+        self._structures: list[tuple] = []
+        self._sids: dict[tuple, int] = {}
+        self._multisets: list[tuple] = []  # sid -> its events sorted: the `Key.fused` its rows wait at
+        self._appends: dict = {}  # (sid, events) -> the sid of the structure with the events appended
         self.incoming: dict[Key, list] = {}
         self.order = KeyOrder()  # the keys rows wait at
         self.done: list[tuple[Key, int, dict]] = []
@@ -205,7 +211,9 @@ class _Search:
                 continue
             cols = self._root_columns()
             backing = {**dict(prefix.inner), **dict(prefix.shared_onchip)}  # root tensors are in DRAM
-            key = Key(prefix, tuple((t, backing[t]) for t in self.shared), None if prefix.shared_onchip else 0, ())
+            sid = self._sid(tuple((t, backing[t]) for t in self.shared))
+            cols["sid"] = np.array([sid], dtype=np.int64)
+            key = Key(prefix, self._multisets[sid], None if prefix.shared_onchip else 0, ())
             lifetimes = {t: 0 for t in self.e.tensors}
             self.records.append(Record([(None, Move(()))], np.zeros(1, np.int64), np.zeros(1, np.int64),
                                        np.zeros((1, 0), np.int64)))
@@ -241,7 +249,12 @@ class _Search:
         waiting there once they are many (memory stays near the frontiers' size).
         `checked`: the caller has cut the rows over the budget already (`_over_budget_cut`)."""
         n = len(tiles)
-        if not n or self._mirrored(key.fused, key.depth_f is not None):
+        if n and self.mirror is not None:
+            final = key.depth_f is not None
+            keep = self._where(cols["sid"], lambda s: not self._mirrored(self._structures[s], final))
+            if not keep.all():
+                cols, tiles, n = _rows(cols, keep), tiles[keep], int(keep.sum())
+        if not n:
             return
         self.stats.rows += n
         if self.keyed:
@@ -268,6 +281,43 @@ class _Search:
             waiting.parts = [_compact(self._prune(key, _concat(waiting.parts)))]
             self.waiting_rows += len(waiting.parts[0]["batch"]) - held
 
+    def _sid(self, fused: tuple) -> int:
+        """The id of a fused structure (its `sid` column). Rows whose structures hold the
+        same events in another order (fused loops over m then n, or n then m) have the
+        same moves and costs ahead: they wait at one key (`Key.fused`, the events sorted)
+        and are extended together, and `sid`, a state column, keeps them from being
+        compared (at batch 1, V within 10.4 mJ: 6,074 keys instead of 11,654; QK within
+        3.47 mJ: 2,591 instead of 8,752)."""
+        sid = self._sids.get(fused)
+        if sid is None:
+            sid = self._sids[fused] = len(self._structures)
+            self._structures.append(fused)
+            self._multisets.append(tuple(sorted(fused, key=repr)))
+        return sid
+
+    def _appended(self, sids: np.ndarray, events: tuple) -> np.ndarray:
+        """Each row's structure id once `events` are appended to its structure."""
+        if not events:
+            return sids
+        distinct, inverse = _distinct(sids)
+        new = np.array([self._append(s, events) for s in distinct], dtype=np.int64)
+        return np.broadcast_to(new[:1], sids.shape) if inverse is None else new[inverse]
+
+    def _append(self, sid: int, events: tuple) -> int:
+        out = self._appends.get((sid, events))
+        if out is None:
+            out = self._appends[sid, events] = self._sid(self._structures[sid] + events)
+        return out
+
+    @staticmethod
+    def _where(sids: np.ndarray, holds, dtype=bool) -> np.ndarray:
+        """Per row, `holds` of its structure id (called once per distinct id)."""
+        distinct, inverse = _distinct(sids)
+        if not distinct:
+            return np.zeros(0, dtype=dtype)
+        ok = np.array([holds(s) for s in distinct], dtype=dtype)
+        return np.full(len(sids), ok[0]) if inverse is None else ok[inverse]
+
     def _mirrored(self, fused: tuple, final: bool) -> bool:
         """Whether rows of this fused structure are left to its mirror image's (cached)."""
         if self.mirror is None:
@@ -288,13 +338,18 @@ class _Search:
 
     def _within_key(self, key: Key, cols: dict, tiles: np.ndarray) -> tuple[dict, np.ndarray, int]:
         """The rows that may still end with the fixed compatibility key and c_T (`pmapgen.fixed_key`)."""
-        if not self._may_fit(key.fused, key.depth_f):
-            return cols, tiles, 0
-        keep = np.ones(len(tiles), dtype=bool)
-        if self.fixed is not None:
-            keep &= tiles_ok(self.fixed, key.fused, cols)
-        if self.fixed_tensors is not None:
-            keep &= tensor_tiles_ok(self.fixed_tensors, key.fused, cols, self.w, self.e.name)
+        sids, _ = _distinct(cols["sid"])
+        keep = np.zeros(len(tiles), dtype=bool)
+        for sid in sids:
+            fused = self._structures[sid]
+            if not self._may_fit(fused, key.depth_f):
+                continue
+            ok = np.ones(len(tiles), dtype=bool) if len(sids) == 1 else cols["sid"] == sid
+            if self.fixed is not None:
+                ok &= tiles_ok(self.fixed, fused, cols)
+            if self.fixed_tensors is not None:
+                ok &= tensor_tiles_ok(self.fixed_tensors, fused, cols, self.w, self.e.name)
+            keep |= ok
         if keep.all():
             return cols, tiles, len(tiles)
         return _rows(cols, keep), tiles[keep], int(keep.sum())
@@ -390,10 +445,11 @@ class _Search:
 
     def _state_columns(self, key: Key, cols: dict) -> list[str]:
         """What continuations need equal: extents (which tile choices divide), the fused
-        tiles (the compatibility key) and, if latency is a criterion, the spatial factors."""
+        structure and tiles (the compatibility group and key) and, if latency is a
+        criterion, the spatial factors."""
         spatial = sorted(c for c in cols if c.startswith("sp:")) + ["inst"] if self.latency else []
         return ([f"e:{r}" for r in self.e.rank_variables] + spatial
-                + sorted(c for c in cols if c.startswith("ft:")))
+                + sorted(c for c in cols if c.startswith("ft:")) + ["sid"])
 
     def _criteria(self, key: Key, cols: dict) -> list[np.ndarray]:
         """What a row has accumulated (energy, port times, reservations), and the state every
@@ -428,11 +484,16 @@ class _Search:
     def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:
         """A loop move: every divisor choice of its bounds, pushed to the prefix it leads to."""
         fused = key.prefix.fused
-        if fused and (self.keyed or self.mirror is not None):
-            child = key.fused + tuple(("loop", lp.rank_variable, lp.spatial) for lp in move.nodes)
-            if (self.keyed and not self._may_fit(child, key.depth_f)) or self._mirrored(child, key.depth_f is not None):
-                return  # no child can end with the fixed key, or the mirror image's children stand for them
+        events = tuple(("loop", lp.rank_variable, lp.spatial) for lp in move.nodes) if fused else ()
         rows = np.arange(len(cols["row"]))
+        if fused and (self.keyed or self.mirror is not None):
+            def grows(sid: int) -> bool:  # some child may end with the fixed key, and no mirror image stands for it
+                child = self._structures[sid] + events
+                return not ((self.keyed and not self._may_fit(child, key.depth_f))
+                            or self._mirrored(child, key.depth_f is not None))
+            keep = self._where(cols["sid"], grows)
+            if not keep.all():
+                rows = np.flatnonzero(keep)
         bounds: list[np.ndarray] = []
         for i, loop in enumerate(move.nodes):
             r = loop.rank_variable
@@ -454,7 +515,6 @@ class _Search:
         out = _rows({c: v for c, v in cols.items() if c != "row"}, rows)
         out["row"] = cols["row"][rows]
         above = self._above(out, key.prefix.depth, above_lifetimes)
-        fused_events = list(key.fused)
         n_ft = sum(c.startswith("ft:") for c in out)
         tiles = []
         for lp, b in zip(move.nodes, bounds):
@@ -467,13 +527,13 @@ class _Search:
             if fused:
                 out[f"ft:{n_ft}"] = tile
                 n_ft += 1
-                fused_events.append(("loop", lp.rank_variable, lp.spatial))
+        out["sid"] = self._appended(out["sid"], events)
         self._store(out, above)
         pending = self._open(prefix)
         lt = {t: (min(v, key.depth_f) if key.depth_f is not None else v) for t, v in above.lifetime.items()
               if t in pending}
         self._close_fills(out, prefix)
-        self._push(self._key(prefix, fused_events, key.depth_f, lt), rid, move, out,
+        self._push(self._key(prefix, out["sid"], key.depth_f, lt), rid, move, out,
                    np.column_stack(tiles).astype(np.int64), checked=True)
 
     def _over_budget_cut(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
@@ -525,7 +585,7 @@ class _Search:
         above = self._above(out, p.depth, {t: lifetimes.get(t, 0) for t in self.e.tensors})
         inner = dict(p.inner) if not root else {}
         backing = dict(p.shared_onchip)
-        fused_events = list(key.fused)
+        events = []
         depth_f = key.depth_f
         for node in move.nodes:
             k = self.a.memory_index[node.level]
@@ -540,7 +600,7 @@ class _Search:
                 inner[t] = k
                 is_backing = backing.get(t) == k
                 if is_backing:
-                    fused_events.append(("backing", t, k))  # where it sits among the fused loops: its c_T
+                    events.append(("backing", t, k))  # where it sits among the fused loops: its c_T
                 if node.level in self.levels:
                     unit, _ = capacity_unit(self.a, node.level)
                     size = values * (1 if unit == "values" else bits) * np.ones(n)
@@ -553,6 +613,7 @@ class _Search:
                 above = after_storage(above, t)
         if depth_f is None and not prefix.fused:
             depth_f = p.depth
+        out["sid"] = self._appended(out["sid"], tuple(events))
         self._store(out, above)
         shape = (n,)
         out = {c: v if type(v) is np.ndarray and v.shape == shape else np.broadcast_to(v, shape).copy()
@@ -563,7 +624,7 @@ class _Search:
               for t in sorted(pending)}
         if root:
             lt = {t: 0 for t in sorted(pending)}
-        self._push(self._key(prefix, fused_events, depth_f, lt), rid, move, out, np.zeros((n, 0), np.int64))
+        self._push(self._key(prefix, out["sid"], depth_f, lt), rid, move, out, np.zeros((n, 0), np.int64))
 
     def _fits(self, plan: tuple, cols: dict, tiles: "_Tiles") -> np.ndarray:
         """Per storage run of `plan` (`_capacity_plan`) and row, whether the run's tiles
@@ -590,16 +651,18 @@ class _Search:
         """Tensors that may still get a storage node (their fills and lifetimes matter)."""
         return self._shape(prefix)[3]
 
-    def _key(self, prefix: Prefix, fused_events, depth_f: int | None, lifetimes: dict) -> Key:
-        """The merge key: below the fused region depths past F + 1 and loop counts that
-        cannot bind (a rank's prime factors run out first) change nothing."""
+    def _key(self, prefix: Prefix, sids: np.ndarray, depth_f: int | None, lifetimes: dict) -> Key:
+        """The merge key of rows with structure ids `sids` (all of one multiset of fused
+        events: they come from one key by one move): below the fused region depths past
+        F + 1 and loop counts that cannot bind (a rank's prime factors run out first)
+        change nothing."""
         normal = self._normal.get((prefix, depth_f))
         if normal is None:
             loops = tuple(n if self.sp.max_loops[r] < _prime_factors(self.w.rank_sizes[r]) else 0
                           for r, n in zip(self.sp.relevance, prefix.loops))
             depth = prefix.depth if depth_f is None else min(prefix.depth, depth_f + 1)
             normal = self._normal[prefix, depth_f] = replace(prefix, loops=loops, depth=depth)
-        return Key(normal, tuple(fused_events), depth_f, tuple(sorted(lifetimes.items())))
+        return Key(normal, self._multisets[int(sids[0])], depth_f, tuple(sorted(lifetimes.items())))
 
     def _access(self, out: dict, kind: str, level: str, bits) -> None:
         m = self.a.memory(level)
@@ -634,6 +697,7 @@ class _Search:
         final.update({f"res:{lv}:{k}": out[f"res:{lv}:{k}"] for lv in self.levels for k in range(f + 1)})
         final["ft"] = np.column_stack([out[c] for c in sorted((c for c in out if c.startswith("ft:")),
                                                                 key=lambda c: int(c[3:]))] or [np.zeros(n)])
+        final["sid"] = out["sid"]
         return final
 
     # ---- the end -----------------------------------------------------------------------
@@ -660,8 +724,8 @@ class _Search:
         ft_width = max(f["ft"].shape[1] for *_, f in self.done)
         crit = np.concatenate([np.pad(np.column_stack([f[c] for c in names(f)]), ((0, 0), (0, width - len(names(f)))))
                                for *_, f in self.done])
-        ids = np.concatenate([np.full(len(f["energy"]), structure.setdefault((k.fused, k.depth_f), len(structure)))
-                              for k, _, f in self.done])
+        ids = np.concatenate([self._where(f["sid"], lambda s: structure.setdefault((s, k.depth_f), len(structure)),
+                                          np.int64) for k, _, f in self.done])
         fts = np.concatenate([np.pad(f["ft"], ((0, 0), (0, ft_width - f["ft"].shape[1]))) for *_, f in self.done])
         # one compatibility group: the same fused structure and F, the same fused tiles
         keep = pareto_mask(crit, group_labels(np.column_stack([ids, fts])))
@@ -671,9 +735,11 @@ class _Search:
             rows = np.flatnonzero(keep[first:first + n])
             first += n
             if len(rows):
-                paths = [(nodes, tiles) for nodes, tiles, _ in self._trace(rid, rows)]
-                if self.mirror is not None and self.mirror.asymmetric(key.fused):
-                    paths += [(list(self.mirror.nodes(nodes)), tiles) for nodes, tiles in paths]
+                traced = self._trace(rid, rows)
+                paths = [(nodes, tiles) for nodes, tiles, _ in traced]
+                if self.mirror is not None:  # (a path's moves make one fused structure)
+                    paths += [(list(self.mirror.nodes(nodes)), tiles) for nodes, tiles, which in traced
+                              if self.mirror.asymmetric(self._structures[int(f["sid"][rows[which[0]]])])]
                 out += [(_template(self.e.name, self.unit, nodes), tiles) for nodes, tiles in paths]
         return out
 
@@ -706,6 +772,17 @@ def _rows(cols: dict, index: np.ndarray) -> dict:
         else:
             out[c] = v[index]
     return out
+
+
+def _distinct(v: np.ndarray) -> tuple[list[int], np.ndarray | None]:
+    """(the distinct values of an integer column, each row's index among them; None when
+    there is one value: most keys hold one fused structure)."""
+    if not len(v):
+        return [], np.zeros(0, dtype=np.int64)
+    if not v.strides[0] or (v == v[0]).all():
+        return [int(v[0])], None
+    distinct, inverse = np.unique(v, return_inverse=True)
+    return distinct.tolist(), inverse
 
 
 def _negated(v: np.ndarray) -> np.ndarray:

@@ -44,3 +44,15 @@ def test_keys_of_one_structure_and_progress_come_together_in_either_order():
         order.add(K(("a",), 30))
         assert order.pop(deepest) == [keys[2]]
         assert order.pop(deepest) == [K(("a",), 30)]
+
+
+def test_deepest_first_waits_for_a_structure_whose_events_are_within_this_one_s():
+    """Keys hold the events of their rows' fused structures as a multiset (sorted), so a
+    key that may reach another is one whose events are within the other's, in any order."""
+    order = KeyOrder()
+    for k in [K(("b",), 10), K(("a", "b"), 20), K(("a", "c"), 25)]:
+        order.add(k)
+    assert order.pop(deepest=True) == [K(("a", "c"), 25)]  # ("b",) is not within ("a", "c")
+    assert order.pop(deepest=True) == [K(("b",), 10)]  # ("a", "b") waits for it: ("b",) is within
+    assert order.pop(deepest=True) == [K(("a", "b"), 20)]
+    assert not order
