@@ -593,3 +593,30 @@ def test_constraints_restrict_backing_fusion_order_and_tiles():
     assert any(lp.tile == 2 for p in free for lp in p.loops if lp.rank_variable == "m")
     assert all(lp.tile != 2 for p in rows(Constraints(tiles={"m": frozenset({1})}))
                for lp in p.loops if lp.rank_variable == "m")
+
+
+def test_structures_with_the_same_fused_events_in_another_order_share_a_key_and_stay_apart():
+    """A shared tensor backed above or below a fused loop (A's backing, then the loop over
+    m, or the loop, then A's backing) leaves the same moves and costs ahead: their rows
+    wait at one key (`Key.fused`, the events sorted) and are extended together, each row's
+    own structure in its `sid` column. The search still keeps exactly the enumeration's
+    frontier per compatibility group (which that order is part of: A's c_T)."""
+    from pmapgen.prefixes import _Search
+    w = workloads.load({"name": "c", "rank_sizes": {"m": 4, "k": 2, "n": 4},
+                        "einsums": ["A[m,k] = X[m,k]", "Z[m,n] = A[m,k] * B[k,n]", "Y[m,n] = Z[m,n]"]})
+    a = arch_specs.load({"name": "a", "clock": "1 GHz", "levels": [
+        {"memory": "DRAM", "capacity": "inf", "read_energy": "1 pJ/bit"},
+        {"memory": "GLB", "capacity": "64 B", "read_energy": "0.1 pJ/bit"}, {"compute": "MAC", "energy": "1 pJ"}]})
+    shared = []
+
+    class Recorded(_Search):
+        def _process(self, key):
+            sids = {int(s) for p in self.incoming[key].parts for s in np.unique(p["sid"])}
+            if len(sids) > 1:
+                assert {self._multisets[s] for s in sids} == {key.fused}
+                shared.append({self._structures[s] for s in sids})
+            super()._process(key)
+
+    Recorded("Z", w, a, "MAC", Constraints(), ("energy", "latency")).run(None)
+    assert any(len(orders) > 1 for orders in shared)
+    same_frontiers(w, a)
