@@ -276,6 +276,106 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
     return out
 
 
+def box_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.ndarray, low: np.ndarray,
+               high: np.ndarray, step: Step, plan: "_Plan") -> np.ndarray:
+    """Per parent row `rows[i]`, at most the floor (`child_floors`) of every child a move's
+    spatial loops can build from it with bounds b, low[l] <= b[l] <= high[i, l].
+
+    Each input of a child is the parent's times a monomial in the bounds (`Step`); the
+    floor does not fall as the extents, fills, instances or `time` grow, nor rise as the
+    spreads (`between`) grow (every coefficient is an energy, at least 0). So each term
+    is taken at its better end of the box, with the values a tensor moves (instances x
+    tile) as one monomial: a spatial loop over a rank the tensor's tile has cancels out of
+    them, which would be lost if the instances and the tile went to opposite ends. A row
+    whose bound is over the budget needs none of its choices computed (most of a spatial
+    group's are over: docs/pmapgen.md, "Fused events in any order at one key").
+    Spatial loops only: `time` and the fills are the parent's."""
+    return _box_floor(ints, energy, rows, np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
+                      step.source, step.powers, f.compute_pJ, np.int64(f.ops), f.ranks, *plan.packed)
+
+
+@numba.njit(cache=True)
+def _box_floor(ints, energy, rows, low, high, source, powers, compute_pJ, ops, ranks, way_tensor, n_pieces, coef_sum,
+               coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices):
+    """`box_floors` per row: `_floor`'s terms at their better ends of the box."""
+    n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
+    n_inputs, n_loops = source.shape[0], powers.shape[1]
+    base = np.empty(n_inputs)
+    lo = np.empty(n_inputs)  # each input at its least over the box
+    hi = np.empty(n_inputs)  # and at its most
+    flat_lo = np.empty(n_tensors)
+    flat_hi = np.empty(n_tensors)
+    v_lo = np.empty(n_tensors)
+    ways = np.empty(n_ways)
+    out = np.empty(n)
+    inst = n_inputs - 2
+    for i in range(n):
+        r = rows[i]
+        for j in range(n_inputs):
+            base[j] = 0.0 if source[j] < 0 else float(ints[r, source[j]])
+            a, b = base[j], base[j]
+            for l in range(n_loops):
+                p = powers[j, l]
+                if p > 0:
+                    a *= low[l] ** p
+                    b *= high[i, l] ** p
+                elif p < 0:
+                    a *= high[i, l] ** p
+                    b *= low[l] ** p
+            lo[j], hi[j] = a, b
+        time = base[n_inputs - 1]
+        for t in range(n_tensors):
+            v, flat = 1.0, base[inst]
+            for k in range(n_ranks):
+                for _ in range(ranks[t, k]):
+                    v *= lo[k]
+                    flat *= base[k]
+            a, b = flat, flat
+            for l in range(n_loops):  # instances x tile: one monomial per loop
+                e = powers[inst, l]
+                for k in range(n_ranks):
+                    e += ranks[t, k] * powers[k, l]
+                if e > 0:
+                    a *= low[l] ** e
+                    b *= high[i, l] ** e
+                elif e < 0:
+                    a *= high[i, l] ** e
+                    b *= low[l] ** e
+            v_lo[t], flat_lo[t], flat_hi[t] = v, a, b
+        for w in range(n_ways):
+            t = way_tensor[w]
+            fills = lo[n_ranks + t]
+            between = hi[n_ranks + n_tensors + t]
+            best = np.inf
+            for j in range(n_pieces[w]):
+                over = 0.0
+                for k in range(coef.shape[2]):
+                    if v_lo[t] > limit[w, j, k]:
+                        over += coef[w, j, k]
+                if time >= fills:
+                    more = (time - fills) * flat_lo[t] * over
+                else:  # (fills never exceed time; kept a bound either way)
+                    more = (time - fills) * flat_hi[t] * coef_sum[w, j]
+                first = (time if v_lo[t] > parent_limit[w, j] else min(time, fills)) * flat_lo[t]
+                x = fills * flat_lo[t] * coef_sum[w, j] + more + np.floor(first / between) * parent[w, j] + const[w, j]
+                if x < best:
+                    best = x
+            if has_leaf[w]:
+                x = leaf_pj[w] * np.floor(ops / (between * leaf_spread[w]))
+                if x < best:
+                    best = x
+            ways[w] = best
+        best = np.inf
+        for c in range(choices.shape[0]):
+            total = 0.0
+            for k in range(choices.shape[1]):
+                total = total + ways[choices[c, k]]
+            if total < best:
+                best = total
+        out[i] = energy[r] + compute_pJ + best
+    return out
+
+
 @dataclass(frozen=True)
 class _Plan:
     """The floor of one prefix context as coefficients. `ways`: per tensor and set of

@@ -358,6 +358,58 @@ def test_child_floors_from_the_parent_equal_the_built_children_s(problem):
     assert seen["moves"]
 
 
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3))
+def test_a_spatial_group_s_box_bound_is_at_most_each_child_s_floor(problem):
+    """`pmapgen.bounds.box_floors`: for every spatial group of prefix searches on random
+    small problems, a parent row's bound over its box of bounds is at most the floor of
+    each child the group builds from it (so `_box_cut` drops no row with a child within
+    the budget)."""
+    from pmapgen.prefixes import _Search
+
+    class Checked(_Search):
+        def _box_cut(self, move, prefix, cols, rows):
+            self.box = dict(zip(rows.tolist(), self._box_floors(move, prefix, cols, rows)))
+            return rows
+
+        def _over_budget_cut(self, key, move, prefix, cols, rows, bounds):
+            if all(lp.spatial is not None for lp in move.nodes):
+                built = built_children_floors(self, key, move, prefix, cols, rows, bounds)
+                box = np.array([self.box[r] for r in rows.tolist()])
+                assert np.all(box <= built * (1 + 1e-12) + 1e-9), (move, box, built)
+            return super()._over_budget_cut(key, move, prefix, cols, rows, bounds)
+
+    w, a = problem
+    for e in w.einsum_names:
+        for unit in a.computes_for(w.einsum(e)):
+            Checked(e, w, a, unit.name, Constraints(), ("energy",), math.inf).run(None)
+
+
+def test_the_box_bound_drops_spatial_rows_and_changes_no_result():
+    """gpt3's QK at 64 tokens on tpuv4i within 1.3 times its energy floor: the spatial
+    groups' box bound (`_box_cut`) drops almost every parent row before its choices are
+    enumerated, and the search builds the same children and keeps the same table as
+    with every row's choices computed."""
+    from pmapgen.prefixes import _Search
+    w, a = workloads.load("gpt3", batch=1, seq_len=64), arch_specs.load("tpuv4i")
+    budget = 1.3 * energy_lower_bound("QK", w, a)
+    counts = {"in": 0, "out": 0}
+    real = _Search._box_cut
+
+    def counted(self, move, prefix, cols, rows):
+        out = real(self, move, prefix, cols, rows)
+        counts["in"], counts["out"] = counts["in"] + len(rows), counts["out"] + len(out)
+        return out
+
+    with mock.patch.object(_Search, "_box_cut", counted):
+        cut = generate_by_prefixes("QK", w, a, objectives=("energy",), budget=budget)
+    with mock.patch.object(_Search, "_box_cut", lambda self, move, prefix, cols, rows: rows):
+        whole = generate_by_prefixes("QK", w, a, objectives=("energy",), budget=budget)
+    assert counts["out"] < counts["in"] / 100
+    assert (cut[2].templates, cut[2].tile_shapes) == (whole[2].templates, whole[2].tile_shapes)
+    assert len(cut[0]) and frontier(cut[0], ("energy",)) == frontier(whole[0], ("energy",))
+
+
 def floors_below_completions(problem) -> int:
     """Runs the prefix search with an infinite budget (every floor computed, nothing cut)
     and checks each surviving partial pmapping's energy floor against the final energy of
