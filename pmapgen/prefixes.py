@@ -166,6 +166,7 @@ class _Search:
         self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={}))),
                            arch, unit, tuple(workload.tensors[t].bits for t in self.e.tensors))
         self._move_adds: dict = {}  # storage Move -> `_adds`
+        self._fanouts: dict = {}  # spatial dim -> `_fanout`
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
         self._steps: dict = {}  # (loop Move, Prefix it leads to) -> `pmapgen.bounds.loop_step`
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
@@ -508,7 +509,7 @@ class _Search:
             rows, bounds = rows[pick], [x[pick] for x in bounds] + [b]
             if loop.spatial is not None:  # the dim's loops so far must fit its size
                 used = math.prod(bb for lp, bb in zip(move.nodes, bounds) if lp.spatial == loop.spatial)
-                ok = used <= self.a.fanout_owner(loop.spatial, self.unit).dim(loop.spatial).size
+                ok = used <= self._dim(loop).size
                 rows, bounds = rows[ok], [x[ok] for x in bounds]
         above_lifetimes = dict(lifetimes)
         if len(rows) and self.budget is not None:
@@ -525,7 +526,7 @@ class _Search:
             tile = above.extents[lp.rank_variable]
             tiles.append(tile)
             if lp.spatial is not None:
-                k = self.a.memory_index[self.a.fanout_owner(lp.spatial, self.unit).name]
+                k = self._fanout_level(lp.spatial)
                 out[f"sp:{k}"] = out[f"sp:{k}"] * b
             if fused:
                 out[f"ft:{n_ft}"] = tile
@@ -591,7 +592,19 @@ class _Search:
 
     def _dim(self, loop: Loop):
         """The fanout dim of a spatial loop (None: temporal)."""
-        return self.a.fanout_owner(loop.spatial, self.unit).dim(loop.spatial) if loop.spatial else None
+        return self._fanout(loop.spatial)[1] if loop.spatial else None
+
+    def _fanout_level(self, dim: str) -> int:
+        """The index of the memory whose fanout has spatial dim `dim`."""
+        return self._fanout(dim)[0]
+
+    def _fanout(self, dim: str) -> tuple:
+        """(the index of the memory whose fanout has `dim`, the dim), cached per search."""
+        out = self._fanouts.get(dim)
+        if out is None:
+            owner = self.a.fanout_owner(dim, self.unit)
+            out = self._fanouts[dim] = (self.a.memory_index[owner.name], owner.dim(dim))
+        return out
 
     def _emit_storage(self, rid: int, key: Key, move: Move, cols: dict, lifetimes: dict,
                       prefix: Prefix | None = None, root: bool = False, fits: np.ndarray | None = None) -> None:
