@@ -263,17 +263,33 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
                 if x < best:
                     best = x
             ways[w] = best
-        best = np.inf
-        for c in range(choices.shape[0]):
-            total = 0.0
-            for k in range(choices.shape[1]):
-                total = total + ways[choices[c, k]]
-            if total < best:
-                best = total
-        out[i] = energy[r] + compute_pJ + best
+        out[i] = energy[r] + compute_pJ + _least_choice(ways, choices)
         if monotone and out[i] > threshold:
             dead = True
     return out
+
+
+@numba.njit(cache=True)
+def _ends(a, b, p, low, high):
+    """(a, b) times bound ** p at the ends of [low, high] where it is least, and most."""
+    if p > 0:
+        return a * low ** p, b * high ** p
+    if p < 0:
+        return a * high ** p, b * low ** p
+    return a, b
+
+
+@numba.njit(cache=True)
+def _least_choice(ways, choices) -> float:
+    """The least over capacity choices (rows of `choices`) of the sum of their ways' costs."""
+    best = np.inf
+    for c in range(choices.shape[0]):
+        total = 0.0
+        for k in range(choices.shape[1]):
+            total = total + ways[choices[c, k]]
+        if total < best:
+            best = total
+    return best
 
 
 def box_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.ndarray, low: np.ndarray,
@@ -315,13 +331,7 @@ def _box_floor(ints, energy, rows, low, high, source, powers, compute_pJ, ops, r
             base[j] = 0.0 if source[j] < 0 else float(ints[r, source[j]])
             a, b = base[j], base[j]
             for l in range(n_loops):
-                p = powers[j, l]
-                if p > 0:
-                    a *= low[l] ** p
-                    b *= high[i, l] ** p
-                elif p < 0:
-                    a *= high[i, l] ** p
-                    b *= low[l] ** p
+                a, b = _ends(a, b, powers[j, l], low[l], high[i, l])
             lo[j], hi[j] = a, b
         time = base[n_inputs - 1]
         for t in range(n_tensors):
@@ -335,12 +345,7 @@ def _box_floor(ints, energy, rows, low, high, source, powers, compute_pJ, ops, r
                 e = powers[inst, l]
                 for k in range(n_ranks):
                     e += ranks[t, k] * powers[k, l]
-                if e > 0:
-                    a *= low[l] ** e
-                    b *= high[i, l] ** e
-                elif e < 0:
-                    a *= high[i, l] ** e
-                    b *= low[l] ** e
+                a, b = _ends(a, b, e, low[l], high[i, l])
             v_lo[t], flat_lo[t], flat_hi[t] = v, a, b
         for w in range(n_ways):
             t = way_tensor[w]
@@ -365,14 +370,7 @@ def _box_floor(ints, energy, rows, low, high, source, powers, compute_pJ, ops, r
                 if x < best:
                     best = x
             ways[w] = best
-        best = np.inf
-        for c in range(choices.shape[0]):
-            total = 0.0
-            for k in range(choices.shape[1]):
-                total = total + ways[choices[c, k]]
-            if total < best:
-                best = total
-        out[i] = energy[r] + compute_pJ + best
+        out[i] = energy[r] + compute_pJ + _least_choice(ways, choices)
     return out
 
 
