@@ -11,8 +11,11 @@ per tile choice, a row of numbers. Everything its continuations add depends only
   last node, and the spatial product of each fanout level placed;
 - the tiles of its fused loops (the numbers of its compatibility key).
 
-Rows of one `Key` with equal extents (which tile choices divide) and fused tiles (and,
-when latency is an objective, equal spatial factors) are compared. Every continuation
+A `Key` holds the fused structure's events as a multiset: rows whose structures differ
+only in their order have the same futures and wait together, each row's own structure in
+its `sid` column. Rows of one `Key` with equal extents (which tile choices divide), fused
+structure and fused tiles (and, when latency is an objective, equal spatial factors) are
+compared. Every continuation
 adds costs that grow with the temporal iterations above (`time`, fills), with the
 instances (energy) and shrink with the spatial reuse factors and the output's distinct
 tiles; so a row at least as good in those and in what it has accumulated (energy, each
