@@ -62,16 +62,67 @@ class Pairs:
     dying: np.ndarray
 
 
-def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple], einsum: str, later: set[str],
-                workload: Workload, arch: Arch, levels: list[str]) -> Pairs:
+@dataclass(frozen=True, eq=False)
+class PmappingGroups:
+    """One Einsum's pmapping groups (`compat`: (((tensor, c_T), ...), fused loops) each,
+    as pmapgen keys them) as codes, computed once per table: the energy proof joins the
+    same tables hundreds of times (`ffm.join._table`). `names`: every group's tensors,
+    concatenated (`lengths` per group), `cts` their c_T as codes (`_Codes`); `fused_code`/`fused`: each group's fused loops as a code, and the distinct
+    ones; `loops`: every loop of `fused`, concatenated, as codes."""
+    names: list
+    lengths: np.ndarray
+    cts: "_Codes"
+    fused_code: np.ndarray
+    fused: np.ndarray
+    loops: "_Codes"
+
+
+@dataclass(frozen=True, eq=False)
+class _Codes:
+    """Codes of values by first appearance (`code`), the distinct values (`seen`) and the
+    code of each (`index`), so that codes of more values extend them (`_more_codes`)."""
+    code: np.ndarray
+    seen: list
+    index: dict
+
+
+def pmapping_groups(ycompat: list[tuple]) -> PmappingGroups:
+    """`PmappingGroups` of `ycompat`."""
+    ykeys = [ykey for ykey, _ in ycompat]
+    names, cts = _items(ykeys)
+    fused_code, fused = _factorize([yfused for _, yfused in ycompat])
+    return PmappingGroups(names, _lengths(ykeys), _codes(cts), fused_code, fused,
+                          _codes([lp for f in fused for lp in f]))
+
+
+def _codes(values: list) -> _Codes:
+    code, seen = _factorize(values)
+    seen = list(seen)
+    return _Codes(code, seen, {v: i for i, v in enumerate(seen)})
+
+
+def _more_codes(known: _Codes, values: list) -> tuple[np.ndarray, list]:
+    """(codes of `values`, the distinct values of both): what `_factorize` of the values
+    `known` was made of followed by `values` gives, hashing only `values`' distinct ones
+    against `known`."""
+    code, seen = _factorize(values)
+    new = {v: len(known.seen) + i for i, v in enumerate(v for v in seen if v not in known.index)}
+    remap = np.fromiter((known.index[v] if v in known.index else new[v] for v in seen), dtype=np.int64,
+                        count=len(seen))
+    return remap[code], known.seen + list(new)
+
+
+def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple] | PmappingGroups, einsum: str,
+                later: set[str], workload: Workload, arch: Arch, levels: list[str]) -> Pairs:
     """Every compatible pair of a partial group (indices `present` into `pkeys`) and a
     pmapping group (`ycompat[g]` = (((tensor, c_T), ...), fused loops), as pmapgen keys
-    them) of `einsum`; `later` holds the Einsums joined after it.
+    them, or their `PmappingGroups`) of `einsum`; `later` holds the Einsums joined after it.
 
     Pairs come ordered by partial group (as in `present`), then by renaming of its frontier
     (`itertools.product` order over each loop's candidates), then by pmapping group; new
     keys are numbered by first appearance in that order. A step can have hundreds of
     thousands of groups on either side, hence integer codes and numpy throughout."""
+    ys = ycompat if isinstance(ycompat, PmappingGroups) else pmapping_groups(ycompat)
     top = arch.memories[0].name
     ey = workload.einsum(einsum)
     alive = {t for t in workload.tensors if any(u in later for u in workload.users(t))}
@@ -81,15 +132,13 @@ def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple], ein
     # c_T as codes, one per distinct c_T of either side: live[i, j] / yct[g, j] is partial
     # keys[i]'s / pmapping group g's c_T of names[j], -1 if it holds none (code -1 reads the
     # sentinel at the end of depth and onchip).
-    ykeys = [ykey for ykey, _ in ycompat]
-    y_names, y_ct = _items(ykeys)
     p_names, p_ct = _items([k.live for k in keys])
-    tensors = tuple(sorted(set(y_names)))
-    names = tuple(sorted(set(y_names) | set(p_names)))
+    tensors = tuple(sorted(set(ys.names)))
+    names = tuple(sorted(set(tensors) | set(p_names)))
     col = {t: j for j, t in enumerate(names)}
-    ct_code, ct = _factorize(y_ct + p_ct)
-    yct = _padded(_lengths(ykeys), ct_code[:len(y_ct)], len(names), _lookup(col, y_names))
-    live = _padded(_lengths([k.live for k in keys]), ct_code[len(y_ct):], len(names), _lookup(col, p_names))
+    p_code, ct = _more_codes(ys.cts, p_ct)
+    yct = _padded(ys.lengths, ys.cts.code, len(names), _lookup(col, ys.names))
+    live = _padded(_lengths([k.live for k in keys]), p_code, len(names), _lookup(col, p_names))
     tcols = [col[t] for t in tensors]
     assert (yct[:, tcols] >= 0).all(), "every pmapping group keys every shared tensor of its Einsum"
     depth = np.array([len(c[1]) if c[0] != top else 0 for c in ct] + [0], dtype=np.int64)  # needed_depth's terms
@@ -100,7 +149,7 @@ def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple], ein
     # each partial group's frontier to this Einsum's rank variables (renamed[i], of partial
     # keys[part[i]]). A loop over r in Einsum ex may be the same loop as one over this
     # Einsum's b if b == r or b indexes the same position of a tensor both use.
-    yf_code, yf = _factorize([yfused for _, yfused in ycompat])
+    yf_code, yf = ys.fused_code, ys.fused
     f_len = _lengths([k.frontier for k in keys])
     assert (f_len == s_p).all(), "a group keeps exactly the loops the next Einsum must share"
     ex_code, exs = _factorize([k.einsum for k in keys])
@@ -111,13 +160,12 @@ def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple], ein
     same = {(r, ex): [b for b in ey.rank_variables if b == r or _same_rank(r, b, workload.einsum(ex), ey)]
             for r, ex in {(lp[0], ex) for lp, ex in lx_loops}}
     cands = [[(b, tile, sp) for b in same[r, ex]] for (r, tile, sp), ex in lx_loops]
-    y_loops = [lp for f in yf for lp in f]
-    loop_code = _factorize(y_loops + [c for cs in cands for c in cs])[0]
+    cand_code, _ = _more_codes(ys.loops, [c for cs in cands for c in cs])
     yf_len = _lengths(yf)
     fy = yf_len[yf_code]
-    yloops = _padded(yf_len, loop_code[:len(y_loops)], int(yf_len.max(initial=0)))[yf_code]
+    yloops = _padded(yf_len, ys.loops.code, int(yf_len.max(initial=0)))[yf_code]
     c_count = _lengths(cands)
-    n_renamed, renamed = _renamings(f_len, (np.cumsum(c_count) - c_count)[lx], c_count[lx], loop_code[len(y_loops):])
+    n_renamed, renamed = _renamings(f_len, (np.cumsum(c_count) - c_count)[lx], c_count[lx], cand_code)
     part = np.repeat(np.arange(len(keys)), n_renamed)
 
     row, y = _match(live[part][:, tcols], s_p[part], renamed, yct[:, tcols], yloops, fy, len(ct))

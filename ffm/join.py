@@ -28,12 +28,16 @@ import pandas as pd
 
 from arch.model import Arch
 from ffm import reservations
-from ffm.compatibility import START, Key, Pairs, group_pairs
+from ffm.compatibility import START, Key, Pairs, group_pairs, pmapping_groups
 from ffm.epsilon import epsilon_mask
 from pmapgen.capacity import capacity_unit, finite_levels
 from workloads.model import Workload
 
 BATCH_ROWS = 1 << 19  # joined rows built at once; memory stays bounded however large a step
+# `_Table`s of recent tables: the energy proof joins the same tables again and again (its
+# wildcard bound, 288 joins of parts at batch 1; each refinement's rests)
+TABLES_HELD = 48
+_TABLES: dict[tuple, tuple[pd.DataFrame, "_Table"]] = {}
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,8 @@ class _Table:
 
     def __init__(self, table: pd.DataFrame, levels: list[str], depth: int, tensors: tuple[str, ...]):
         codes, uniques = pd.factorize(table["compat"])
-        self.groups, self.compat = codes.astype(np.int64), list(uniques)
+        self.groups, self.compat = codes.astype(np.int64), pmapping_groups(list(uniques))
+        self.order, self.start = _sorted_groups(self.groups, len(uniques))  # rows by group
         self.labels = table.index.to_numpy()
         self.energy = table["energy"].to_numpy(dtype=float)
         self.latency = table["latency"].to_numpy(dtype=float)
@@ -70,6 +75,19 @@ class _Table:
         self.backing = np.column_stack([table[f"backing:{t}"].fillna(0.0).to_numpy(dtype=float)
                                         if f"backing:{t}" in table.columns else np.zeros(len(table))
                                         for t in tensors]) if tensors else np.zeros((len(table), 0))
+
+
+def _table(table: pd.DataFrame, levels: list[str], depth: int, tensors: tuple[str, ...]) -> _Table:
+    """`_Table(...)`, built once per table (by identity: tables are never written in place)
+    for the last TABLES_HELD tables joined."""
+    key = (id(table), tuple(levels), depth, tensors)
+    held = _TABLES.pop(key, None)
+    if held is None or held[0] is not table:
+        held = (table, _Table(table, levels, depth, tensors))
+        if len(_TABLES) >= TABLES_HELD:
+            del _TABLES[next(iter(_TABLES))]  # the least recently used
+    _TABLES[key] = held
+    return held[1]
 
 
 def _sorted_groups(groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
@@ -115,11 +133,11 @@ def join_step(partial: Partial, table: pd.DataFrame, einsum: str, later: set[str
     frame = partial.frame
     pgroups = frame["group"].to_numpy(dtype=np.int64)
     tensors = tuple(sorted(t for t in workload.einsum(einsum).tensors if workload.is_shared(t)))
-    y = _Table(table, levels, depth, tensors)
+    y = _table(table, levels, depth, tensors)
     pairs = group_pairs(partial.keys, np.unique(pgroups), y.compat, einsum, later, workload, arch, levels)
     assert pairs.tensors == tensors or not len(pairs.p)
     p_order, p_start = _sorted_groups(pgroups, len(partial.keys))
-    y_order, y_start = _sorted_groups(y.groups, len(y.compat))
+    y_order, y_start = y.order, y.start
     pcols = {c: frame[c].to_numpy() for c in frame.columns if c != "group"}
     out: list[pd.DataFrame] = []
     kept_rows = 0

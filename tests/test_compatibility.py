@@ -7,7 +7,7 @@ import pytest
 
 import arch as arch_specs
 import workloads
-from ffm.compatibility import Key, _renamings, _same_rank, group_pairs, needed_depth
+from ffm.compatibility import Key, _renamings, _same_rank, group_pairs, needed_depth, pmapping_groups
 from pmapgen.capacity import finite_levels
 
 W = workloads.load("gpt3", batch=1, seq_len=16)
@@ -88,6 +88,22 @@ def test_group_pairs_equals_reference(einsum, seed):
         assert getattr(pairs, name).tolist() == [r[i] for r in rows], name
     assert np.array_equal(pairs.fresh, np.array([r[6] for r in rows], dtype=np.int64).reshape(-1, width))
     assert np.array_equal(pairs.dying, np.array([r[7] for r in rows], dtype=np.int64).reshape(-1, width))
+
+
+@pytest.mark.parametrize("einsum", ["QK", "AV"])
+def test_pmapping_groups_coded_once_answer_every_partial_set(einsum):
+    """One `PmappingGroups` (coded once per table, as the join holds it) joined with
+    several partial sets in turn gives what coding the groups afresh each time gives: a
+    partial set's c_T and loops the groups lack must not stay behind in it."""
+    rng = np.random.default_rng(1)
+    pkeys, present, ycompat, *rest = random_problem(rng, einsum)
+    held = pmapping_groups(ycompat)
+    for _ in range(4):
+        pkeys, present, _, *rest = random_problem(rng, einsum)
+        a, b = group_pairs(pkeys, present, held, *rest), group_pairs(pkeys, present, ycompat, *rest)
+        assert a.keys == b.keys and len(a.p) > 0
+        for name in ("p", "y", "s", "fy", "s_next", "key", "fresh", "dying"):
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
 
 
 def test_random_problems_match_often():
