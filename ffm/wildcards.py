@@ -76,11 +76,31 @@ def parts(workload: Workload, einsums) -> list[frozenset[str]]:
     return out
 
 
+CUTS_HELD = 32  # `cut_keys` results kept (`_CUTS`)
+_CUTS: dict = {}  # (id of a table, the tensors its keys keep): (the table, its keys cut)
+
+
 def cut_keys(table: pd.DataFrame, sub: Workload) -> pd.DataFrame:
-    """`table` with its compatibility keys cut to the tensors `sub` shares."""
+    """`table` with its compatibility keys cut to the tensors `sub` shares: the table itself
+    if it keeps them all, else one frame per table (by identity: tables are never written
+    in place) and set of tensors kept, for the last CUTS_HELD, so that the joins of the
+    energy proof, hundreds over a few tables (the wildcard bound's parts, the refinements'
+    rests), see the same frames again (`ffm.join._table`)."""
+    if table.empty:
+        return table
     shared = frozenset(t for t in sub.tensors if sub.is_shared(t))
-    return table.assign(compat=[(tuple((t, c) for t, c in key[0] if t in shared), key[1])
-                                for key in table["compat"]])
+    keyed = frozenset(t for t, _ in table["compat"].iloc[0][0])  # every row keys the same tensors
+    if keyed <= shared:
+        return table
+    key = (id(table), keyed & shared)
+    held = _CUTS.pop(key, None)
+    if held is None or held[0] is not table:
+        held = (table, table.assign(compat=[(tuple((t, c) for t, c in k[0] if t in shared), k[1])
+                                            for k in table["compat"]]))
+        if len(_CUTS) >= CUTS_HELD:
+            del _CUTS[next(iter(_CUTS))]  # the least recently used
+    _CUTS[key] = held
+    return held[1]
 
 
 class WildcardBound:
@@ -93,7 +113,6 @@ class WildcardBound:
         self.w, self.a, self.progress = workload, arch, progress
         self._join = join or (lambda tables, sub: search(tables, sub, arch, "energy", epsilon=0.0, scout=0))
         self._parts: dict[frozenset, tuple[float, SearchResult | None]] = {}
-        self._cut: dict[tuple[str, frozenset], tuple] = {}  # (Einsum, tensors it shares in a part): (table, `cut_keys`)
         # wildcards: (refined value, {Einsum outside them raised since: its budget then})
         self._refined: dict[tuple[str, ...], tuple[float, dict[str, float]]] = {}
 
@@ -106,7 +125,6 @@ class WildcardBound:
         together with that term's value at b_x (`_since`). Without `budget`, or past
         MAX_RAISED such Einsums, the refined value is dropped."""
         self._parts = {c: v for c, v in self._parts.items() if einsum not in c}
-        self._cut = {k: v for k, v in self._cut.items() if k[0] != einsum}
         kept = {}
         for w, (value, raised) in self._refined.items():
             if einsum not in w and budget is not None:
@@ -153,23 +171,11 @@ class WildcardBound:
             else:
                 whole = len(part) == len(self.w.einsum_names)
                 sub = self.w if whole else self.w.restricted(part)
-                found = self._join({e: tables[e] if whole else self._cut_keys(e, tables[e], sub)
+                found = self._join({e: tables[e] if whole else cut_keys(tables[e], sub)
                                     for e in sub.einsum_names}, sub)
                 energy = float(found.best["energy"].iloc[0]) if not found.best.empty else math.inf
                 self._parts[part] = (energy, found if whole else None)
         return self._parts[part][0]
-
-    def _cut_keys(self, e: str, table: pd.DataFrame, sub: Workload) -> pd.DataFrame:
-        """`cut_keys` of e's table, once per set of tensors e shares in a part (the parts of
-        one bound are many, their sets few), and the table itself where e shares there
-        every tensor it shares in the workload."""
-        tensors = frozenset(t for t in sub.einsum(e).tensors if sub.is_shared(t))
-        if tensors == frozenset(t for t in self.w.einsum(e).tensors if self.w.is_shared(t)):
-            return table
-        held = self._cut.get((e, tensors))
-        if held is None or held[0] is not table:
-            held = self._cut[e, tensors] = (table, cut_keys(table, sub))
-        return held[1]
 
     def _term(self, at: float, rest: list[frozenset], tables: dict[str, pd.DataFrame], least: dict[str, float],
               best: float, bar: tqdm) -> float:
