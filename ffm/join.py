@@ -101,8 +101,12 @@ def _sorted_groups(groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.nd
 def _work(pairs: Pairs, p_count: np.ndarray, y_count: np.ndarray) -> list[tuple[np.ndarray, ...]]:
     """Batches of (pair index, first partial row offset, partial rows, pmapping rows), each
     about BATCH_ROWS joined rows; a pair larger than that is split over its partial rows."""
+    rows_p, rows_y = p_count[pairs.p].astype(np.int64), y_count[pairs.y].astype(np.int64)
+    if int((rows_p * rows_y).sum()) <= BATCH_ROWS:  # one batch of whole pairs (most steps of the proof's joins)
+        n = len(rows_p)
+        return [(np.arange(n, dtype=np.int64), np.zeros(n, dtype=np.int64), rows_p, rows_y)] if n else []
     items, pending, size = [], [], 0
-    for i, (n_p, n_y) in enumerate(zip(p_count[pairs.p].tolist(), y_count[pairs.y].tolist())):
+    for i, (n_p, n_y) in enumerate(zip(rows_p.tolist(), rows_y.tolist())):
         step = max(1, BATCH_ROWS // max(1, n_y))
         for lo in range(0, n_p, step):
             n = min(step, n_p - lo)
