@@ -53,7 +53,7 @@ from ffm.join import join
 from ffm.search import SearchResult, search
 from ffm.wildcards import cut_keys
 from pmapgen import Constraints
-from pmapgen.all_einsums import rename, run_searches, signature, split_searches, union
+from pmapgen.all_einsums import rename, signature, split_searches, union
 from pmapgen.symmetry import key_mirror, mirror_result
 from workloads.model import Workload
 
@@ -256,6 +256,9 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     `split` runs each search split by root across the workers
     (`pmapgen.all_einsums.split_searches`): for the few long searches of a retry, not for
     the thousands of millisecond ones a first refinement runs (a part per root each).
+    Without it, only the search of a key fixing no loop is split: it is the longest by
+    far, and often nearly alone (at batch 1, Z keyed by AV unfused took 5.35 s of the
+    6.3 s of Z's 8 keyed searches, one core idle meanwhile).
     Of two keys that are each other's mirror image (QK's, Q and K swapped:
     `pmapgen.symmetry.key_mirror`), the one of larger β is searched and the other answered
     by its rows mirrored (`mirror_result`: exactly the rows its own search would keep)."""
@@ -293,8 +296,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
             images[image] = group
     if jobs:
         jobs.sort(key=lambda job: _fixed_loops(job[0][1]))  # stable: by β within
-        ran = (split_searches(jobs, workers, progress, desc, deadline=deadline) if split else
-               run_searches(jobs, workers, progress, desc=desc, unit="key", deadline=deadline))
+        ran = split_searches(jobs, workers, progress, desc, deadline=deadline,
+                             split=None if split else (lambda key: _fixed_loops(key[1]) == 0))
         for key, args in jobs:
             if key in ran and ran[key][2].complete:
                 searched[sigs[key]] = (args[6], e, ran[key])

@@ -9,6 +9,7 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import replace
+from typing import Callable, Hashable
 
 import pandas as pd
 from tqdm import tqdm
@@ -198,7 +199,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
 
 
 def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc: str,
-                   stop_when_incomplete: bool = False, deadline: float | None = None) -> dict:
+                   stop_when_incomplete: bool = False, deadline: float | None = None,
+                   split: Callable[[Hashable], bool] | None = None) -> dict:
     """`run_searches` for budgeted prefix searches, each split into its parts (one per
     root: `pmapgen.prefixes.search_part`) so that the parts of one long search share the
     cores: a raise of the energy proof is often one Einsum, and one process searching it
@@ -211,20 +213,28 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
     `workers` unsplit searches run at once. (A share of it per part cut raises short
     whose rows sit mostly under one root, which the whole search held: twenty-eighth
     session.) The parts not started count as the Einsum's search cut short where one of
-    its parts was, and as not started otherwise."""
+    its parts was, and as not started otherwise. `split(key)` picks the jobs to split
+    (default: all); the others run whole among the parts."""
     n_workers = workers or max(1, os.cpu_count() or 1)
-    split, count = [], {}
+    parts, count = [], {}
     for e, args in jobs:
+        if split is not None and not split(e):
+            parts.append((e, args))
+            continue
         einsum, workload, arch, constraints, *_ = args
         count[e] = part_count(einsum, workload, arch, constraints)
-        split += [((e, i), (*args, i)) for i in range(count[e])]
+        parts += [((e, i), (*args, i)) for i in range(count[e])]
     limit = jobs[0][1][5] if jobs else None
     if limit is not None:
         own = time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
         deadline = own if deadline is None else min(own, deadline)
-    ran = run_searches(split, workers, progress, desc, stop_when_incomplete, unit="part", deadline=deadline)
+    ran = run_searches(parts, workers, progress, desc, stop_when_incomplete, unit="part", deadline=deadline)
     out = {}
     for e, args in jobs:
+        if e not in count:
+            if e in ran:
+                out[e] = ran[e]
+            continue
         got = [ran.get((e, i)) for i in range(count[e])]
         cut = any(r is not None and not r[2].complete for r in got)
         if cut or all(r is not None for r in got):

@@ -26,6 +26,12 @@ def args(e, w, a, objectives, budget, time_limit=None):
     return e, w, a, None, objectives, time_limit, budget, False, None
 
 
+def pmappings(table, templates) -> list:
+    """Each row's pmapping (template and tiles), key and energy, sorted: a table's rows in any order."""
+    return sorted((repr(templates[i]), tuple(t), repr(c), float(x))
+                  for i, t, c, x in zip(table["template"], table["tiles"], table["compat"], table["energy"]))
+
+
 def parts_equal_whole(w, a, quantile, objectives):
     """Searched root by root and merged, each Einsum keeps the frontier it keeps whole (the
     enumeration's within the budget: `tests/test_pmapgen.py`), from the same structural
@@ -40,6 +46,7 @@ def parts_equal_whole(w, a, quantile, objectives):
                                                      for i in range(part_count(e, w, a)))]
         table, templates, stats = _merge(args(e, w, a, objectives, budget), got)
         assert stats.complete and frontier(table, objectives) == frontier(whole[0], objectives), e
+        assert pmappings(table, templates) == pmappings(*whole[:2]), e  # the same rows, not only the same frontier
         assert stats.templates == whole[2].templates, e
         assert stats.lower_bound == pytest.approx(whole[2].lower_bound, rel=1e-9), e
 
@@ -153,3 +160,26 @@ def test_a_row_cap_the_whole_search_completes_within_lets_the_split_search_compl
                            einsums=(e,), max_rows=high)[e]
         whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=budget)
         assert got[2].complete and frontier(got[0], ("energy",)) == frontier(whole[0], ("energy",)), (e, high)
+
+
+def test_only_the_searches_picked_are_split_and_every_one_keeps_what_it_keeps_whole():
+    """`split_searches(..., split=...)` splits the jobs picked (the refinements' keyed searches
+    fixing no loop) and runs the others whole among their parts: the same tables either way."""
+    w, a = kv_projections()
+    jobs = []
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("energy",))[0]
+        jobs.append((e, args(e, w, a, ("energy",), float(np.quantile(full["energy"], 0.5)))))
+    ran_keys = []
+    real = all_einsums.run_searches
+
+    def run_searches(parts, *rest, **kwargs):
+        ran_keys.extend(key for key, _ in parts)
+        return real(parts, *rest, **kwargs)
+
+    with mock.patch.object(all_einsums, "run_searches", run_searches):
+        got = all_einsums.split_searches(jobs, 1, False, "test", split=lambda key: key == "K")
+    assert "K" not in ran_keys and ("K", 0) in ran_keys and "V" in ran_keys and ("V", 0) not in ran_keys
+    for e, job in jobs:
+        whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=job[6])
+        assert got[e][2].complete and pmappings(got[e][0], got[e][1]) == pmappings(*whole[:2]), e
