@@ -126,9 +126,12 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
             if stop_when_incomplete and not res[2].complete:
                 break
     else:
+        # `workers` jobs in flight when a stop may come (it leaves nothing queued), else
+        # twice that: a worker done with a job of a few ms has the next one at hand instead
+        # of waiting for this process to hand it one (a refinement runs thousands)
+        flight = workers if stop_when_incomplete else 2 * workers
         with ProcessPoolExecutor(workers, initializer=mmap_threshold, initargs=(WORKER_THRESHOLD,)) as pool:
-            # submitted `workers` at a time, so that a stop leaves nothing queued
-            running = {pool.submit(_job, job) for job in (next_job() for _ in range(workers)) if job is not None}
+            running = {pool.submit(_job, job) for job in (next_job() for _ in range(flight)) if job is not None}
             while running:
                 done, running = wait(running, return_when=FIRST_COMPLETED)
                 for future in done:
@@ -137,7 +140,7 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
                     bar.update()
                     if stop_when_incomplete and not res[2].complete:
                         queue.clear()
-                while len(running) < workers and (job := next_job()) is not None:
+                while len(running) < flight and (job := next_job()) is not None:
                     running.add(pool.submit(_job, job))
     bar.close()
     return results
