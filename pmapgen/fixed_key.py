@@ -127,10 +127,30 @@ def tensors_ok(ft: FixedTensors, fused: tuple, depth_f: int | None, workload: Wo
 def tensor_tiles_ok(ft: FixedTensors, fused: tuple, cols: dict, workload: Workload, einsum: str) -> np.ndarray:
     """Per row of `cols`, whether each fused loop indexing a fixed tensor above its backing
     has a tile its c_T has for that rank and dim."""
-    ok = np.ones(len(cols["energy"]), dtype=bool)
+    return within_tiles(tile_checks(ft, fused, workload, einsum), cols)
+
+
+def tile_checks(ft: FixedTensors, fused: tuple, workload: Workload, einsum: str) -> tuple[tuple[str, np.ndarray], ...]:
+    """What `tensor_tiles_ok` checks for rows of fused structure `fused`, computed once per
+    structure (a keyed search checks every batch it pushes): per fused loop indexing a
+    fixed tensor above its backing, its tile column and a table of the tiles allowed
+    (table[v]: v is a tile the tensor's c_T has for that rank and dim)."""
+    out = []
     for ev, i, indexed in _fixed_events(ft, fused, workload, einsum):
         for t in indexed:
-            ok &= np.isin(cols[f"ft:{i}"], list(ft.tiles.get((t, ev[1], ev[2]), ())))
+            allowed = sorted(ft.tiles.get((t, ev[1], ev[2]), ()))
+            table = np.zeros((allowed[-1] if allowed else 0) + 1, dtype=bool)
+            table[allowed] = True
+            out.append((f"ft:{i}", table))
+    return tuple(out)
+
+
+def within_tiles(checks: tuple[tuple[str, np.ndarray], ...], cols: dict) -> np.ndarray:
+    """Per row of `cols`, whether every check of `tile_checks` holds."""
+    ok = np.ones(len(cols["energy"]), dtype=bool)
+    for column, table in checks:
+        v = cols[column]
+        ok &= (v < len(table)) & table[np.minimum(v, len(table) - 1)]
     return ok
 
 

@@ -43,7 +43,7 @@ from looptree.nodes import Loop, Storage
 from pmapgen.bounds import box_floors, child_floors, energy_floor, energy_floor_of, floor_inputs, floor_plan, loop_step
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
-from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tensor_tiles_ok, tensors_ok, tiles_ok
+from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tile_checks, tensors_ok, tiles_ok, within_tiles
 from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
@@ -170,6 +170,7 @@ class _Search:
                            arch, unit, tuple(workload.tensors[t].bits for t in self.e.tensors))
         self._move_adds: dict = {}  # storage Move -> `_adds`
         self._fanouts: dict = {}  # spatial dim -> `_fanout`
+        self._tile_checks: dict = {}  # structure id -> `pmapgen.fixed_key.tile_checks` (a keyed search's)
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
         self._steps: dict = {}  # (loop Move, Prefix it leads to) -> `pmapgen.bounds.loop_step`
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
@@ -353,7 +354,10 @@ class _Search:
             if self.fixed is not None:
                 ok &= tiles_ok(self.fixed, fused, cols)
             if self.fixed_tensors is not None:
-                ok &= tensor_tiles_ok(self.fixed_tensors, fused, cols, self.w, self.e.name)
+                checks = self._tile_checks.get(sid)
+                if checks is None:
+                    checks = self._tile_checks[sid] = tile_checks(self.fixed_tensors, fused, self.w, self.e.name)
+                ok &= within_tiles(checks, cols)
             keep |= ok
         if keep.all():
             return cols, tiles, len(tiles)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations, product
 from typing import Iterator
 
@@ -77,12 +78,23 @@ def spatial_groups(einsum: Einsum, workload: Workload, arch: Arch, unit: str,
                    constraints: Constraints) -> dict[int, list[tuple[tuple[str, str], ...]]]:
     """For each level with a fanout, the non-empty groups of (dim, rank variable) spatial
     loops it may run."""
+    sizes = tuple(workload.rank_sizes[r] for r in einsum.rank_variables)
+    spatial = tuple(sorted(constraints.spatial.items()))
+    return {k: list(groups) for k, groups in
+            _spatial_groups(einsum, sizes, arch, unit, spatial, constraints.max_spatial_per_level).items()}
+
+
+@lru_cache(maxsize=256)  # the keyed searches of a refinement are thousands, each in a fresh space
+def _spatial_groups(einsum: Einsum, sizes: tuple, arch: Arch, unit: str, spatial: tuple,
+                    most: int) -> dict[int, list[tuple[tuple[str, str], ...]]]:
+    constraints = Constraints(spatial=dict(spatial), max_spatial_per_level=most)
+    size = dict(zip(einsum.rank_variables, sizes))
     out = {}
     for k, m in enumerate(arch.path(unit)):
         slots = [(d.name, r) for d in m.fanout for r in einsum.rank_variables
-                 if workload.rank_sizes[r] > 1 and (r not in einsum.reduced or d.reduce)
+                 if size[r] > 1 and (r not in einsum.reduced or d.reduce)
                  and constraints.spatial_allowed(r, d.name)]
-        groups = [s for s in _subsets(slots) if s and len(s) <= constraints.max_spatial_per_level
+        groups = [s for s in _subsets(slots) if s and len(s) <= most
                   and all(d.allows(einsum, [r for dd, r in s if dd == d.name]) for d in m.fanout)]
         if groups:
             out[k] = groups

@@ -138,3 +138,27 @@ def test_tensor_keys_naming_a_tensor_the_einsum_does_not_share_are_refused():
     with pytest.raises(ValueError, match="not one of its shared tensors"):
         generate_by_prefixes("K", w, a, Constraints(tensor_keys={"V": (a.memories[0].name, ())}),
                              objectives=("energy",))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sets(st.integers(1, 64), max_size=5), st.lists(st.integers(1, 80), min_size=1,
+                                                                         max_size=30)), min_size=1, max_size=3),
+       st.booleans())
+def test_a_keyed_search_s_tile_checks_keep_exactly_the_tiles_allowed(checks, broadcast):
+    """`within_tiles` reads a table per check (`tile_checks`) where `isin` was called per
+    batch: each row passes exactly when every column's tile is among its allowed ones,
+    tiles past the largest allowed (or no tile allowed) included, and a column held as
+    one value (`_compact`'s zero stride) read as that value in every row."""
+    from pmapgen.fixed_key import within_tiles
+    n = min(len(values) for _, values in checks)
+    cols, tables, expected = {"energy": np.zeros(n)}, [], np.ones(n, dtype=bool)
+    for i, (allowed, values) in enumerate(checks):
+        v = np.array(values[:n], dtype=np.int64)
+        if broadcast:
+            v = np.broadcast_to(v[:1], (n,))
+        cols[f"ft:{i}"] = v
+        table = np.zeros(max(allowed, default=0) + 1, dtype=bool)
+        table[sorted(allowed)] = True
+        tables.append((f"ft:{i}", table))
+        expected &= np.isin(v, sorted(allowed))
+    assert np.array_equal(within_tiles(tuple(tables), cols), expected)
