@@ -218,6 +218,8 @@ def key_groups(betas: dict[tuple, float], up_to: int = KEY_ALL_UP_TO,
 def least_by_key(table: pd.DataFrame, tensors: list[str]) -> dict[tuple, float]:
     """{((tensor, c_T), ...) for `tensors`: the least energy of `table`'s rows with those c_T}."""
     out: dict[tuple, float] = {}
+    if table.empty:
+        return out
     for key, energy in zip(table["compat"], table["energy"].to_numpy(dtype=float)):
         c_t = dict(key[0])
         tag = tuple((t, c_t[t]) for t in tensors)
@@ -284,7 +286,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
             _, src, (table, templates, stats) = searched[sig]
             if src != e:
                 table, templates = rename(table, templates, src, e, workload)
-            done[e, group] = (table[table["energy"].to_numpy() <= beta], templates, stats)
+            # (most are empty: the search that shows no pmapping gives a key is the common one)
+            done[e, group] = (table[table["energy"].to_numpy() <= beta] if len(table) else table, templates, stats)
             reused += 1
         elif group in images:  # its mirror image came first, so within a β at least its own
             mirrored += 1
