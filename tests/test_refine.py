@@ -394,15 +394,15 @@ def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searche
     ran: dict[str, list] = {"shared": [], "own": []}
 
     def counting(name):
-        def run_searches(jobs, *args, **kw):
+        def split_searches(jobs, *args, **kw):
             ran[name] += [key[0] for key, _ in jobs]  # a job is ((einsum, group), args)
             return real_run(jobs, *args, **kw)
-        return run_searches
+        return split_searches
 
-    real_run = refine_module.run_searches
-    with mock.patch.object(refine_module, "run_searches", counting("shared")):
+    real_run = refine_module.split_searches
+    with mock.patch.object(refine_module, "split_searches", counting("shared")):
         shared, _ = refine(workload, arch, results, budgets, ("Y", "Z"), bound, workers=1)
-    with each_einsum_its_own_searches(), mock.patch.object(refine_module, "run_searches", counting("own")):
+    with each_einsum_its_own_searches(), mock.patch.object(refine_module, "split_searches", counting("own")):
         own, _ = refine(workload, arch, results, budgets, ("Y", "Z"), bound, workers=1)
     assert np.isclose(shared.value, own.value, rtol=RTOL) or shared.value == own.value, (shared, own)
     assert shared.least == own.least and (shared.keys, shared.empty, shared.rows) == (own.keys, own.empty, own.rows)
@@ -448,12 +448,12 @@ def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bound
     _, results, budgets, wildcards, truth, term, each, bound, _ = case
     groups: list = []
 
-    def run_searches(jobs, *args, **kw):
+    def split_searches(jobs, *args, **kw):
         groups.extend(key for key, _ in jobs)  # a job is ((einsum, group), args)
         return real_run(jobs, *args, **kw)
 
-    real_run = refine_module.run_searches
-    with mock.patch.object(refine_module, "run_searches", run_searches):
+    real_run = refine_module.split_searches
+    with mock.patch.object(refine_module, "split_searches", split_searches):
         r, _ = refine(workload, arch, results, budgets, wildcards, bound, workers=1)
     z = [dict(group) for e, group in groups if e == "Z"]
     assert r.absorbed == (("Y",) if z else ()) or r.value >= bound * (1 - RTOL), (r, groups)
