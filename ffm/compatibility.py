@@ -64,11 +64,12 @@ class Pairs:
 
 @dataclass(frozen=True, eq=False)
 class PmappingGroups:
-    """One Einsum's pmapping groups (`compat`: (((tensor, c_T), ...), fused loops) each,
-    as pmapgen keys them) as codes, computed once per table: the energy proof joins the
-    same tables hundreds of times (`ffm.join._table`). `names`: every group's tensors,
-    concatenated (`lengths` per group), `cts` their c_T as codes (`_Codes`); `fused_code`/`fused`: each group's fused loops as a code, and the distinct
-    ones; `loops`: every loop of `fused`, concatenated, as codes."""
+    """One Einsum's pmapping groups ((((tensor, c_T), ...), fused loops) each, as pmapgen
+    keys them) as codes, computed once per table: the energy proof joins the same tables
+    hundreds of times (`ffm.join._table`). `names`: every group's tensors, concatenated
+    (`lengths` per group); `cts`: their c_T as codes (`_Codes`); `fused_code`/`fused`:
+    each group's fused loops as a code, and the distinct ones; `loops`: every loop of
+    `fused`, concatenated, as codes."""
     names: list
     lengths: np.ndarray
     cts: "_Codes"
