@@ -35,8 +35,11 @@ from workloads.model import Workload
 
 BATCH_ROWS = 1 << 19  # joined rows built at once; memory stays bounded however large a step
 # `_Table`s of recent tables: the energy proof joins the same tables again and again (its
-# wildcard bound, 288 joins of parts at batch 1; each refinement's rests)
+# wildcard bound, 288 joins of parts at batch 1; each refinement's rests). Held up to
+# TABLES_HELD tables and TABLE_ROWS_HELD rows in all: at batch 64 one table may hold
+# 600 k rows, and the descent joins many
 TABLES_HELD = 48
+TABLE_ROWS_HELD = 1 << 20
 _TABLES: dict[tuple, tuple[pd.DataFrame, "_Table"]] = {}
 
 
@@ -84,10 +87,19 @@ def _table(table: pd.DataFrame, levels: list[str], depth: int, tensors: tuple[st
     held = _TABLES.pop(key, None)
     if held is None or held[0] is not table:
         held = (table, _Table(table, levels, depth, tensors))
-        if len(_TABLES) >= TABLES_HELD:
-            del _TABLES[next(iter(_TABLES))]  # the least recently used
-    _TABLES[key] = held
+    hold(_TABLES, key, held, TABLES_HELD, TABLE_ROWS_HELD)
     return held[1]
+
+
+def hold(cache: dict, key, held: tuple, most: int, most_rows: int) -> None:
+    """Put `held` ((table, what was made of it)) last in `cache` (least recently used first),
+    dropping the least recently used past `most` entries or `most_rows` tables' rows in
+    all; a table of more rows than that alone is not held."""
+    if len(held[0]) > most_rows:
+        return
+    cache[key] = held
+    while len(cache) > most or sum(len(t) for t, _ in cache.values()) > most_rows:
+        del cache[next(iter(cache))]
 
 
 def _sorted_groups(groups: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:

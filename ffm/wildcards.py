@@ -34,6 +34,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from arch.model import Arch
+from ffm.join import hold
 from ffm.search import SearchResult, search
 from workloads.model import Workload
 
@@ -76,7 +77,8 @@ def parts(workload: Workload, einsums) -> list[frozenset[str]]:
     return out
 
 
-CUTS_HELD = 32  # `cut_keys` results kept (`_CUTS`)
+CUTS_HELD = 32  # `cut_keys` results kept (`_CUTS`), of at most CUT_ROWS_HELD rows in all
+CUT_ROWS_HELD = 1 << 20
 _CUTS: dict = {}  # (id of a table, the tensors its keys keep): (the table, its keys cut)
 
 
@@ -97,9 +99,7 @@ def cut_keys(table: pd.DataFrame, sub: Workload) -> pd.DataFrame:
     if held is None or held[0] is not table:
         held = (table, table.assign(compat=[(tuple((t, c) for t, c in k[0] if t in shared), k[1])
                                             for k in table["compat"]]))
-        if len(_CUTS) >= CUTS_HELD:
-            del _CUTS[next(iter(_CUTS))]  # the least recently used
-    _CUTS[key] = held
+    hold(_CUTS, key, held, CUTS_HELD, CUT_ROWS_HELD)
     return held[1]
 
 

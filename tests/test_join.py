@@ -131,3 +131,21 @@ def test_a_join_built_in_small_batches_equals_one_built_at_once(problem, batch_r
     finally:
         join_module.BATCH_ROWS = real
     assert batched.equals(whole)
+
+
+def test_held_tables_are_bounded_by_count_and_rows():
+    """`ffm.join.hold` (the caches of `_table` and `cut_keys`) drops the least recently used
+    past its count or its rows in all, and holds no table larger than all the rows it may
+    hold: at batch 64 one table may hold 600 k rows."""
+    import pandas as pd
+    join_module = importlib.import_module("ffm.join")
+    tables = [pd.DataFrame({"x": range(n)}) for n in (3, 4, 5, 20)]
+    cache: dict = {}
+    for i, t in enumerate(tables[:3]):
+        join_module.hold(cache, i, (t, None), most=2, most_rows=10)
+    assert list(cache) == [1, 2]  # the count: the first dropped
+    join_module.hold(cache, 1, cache.pop(1), most=2, most_rows=10)  # used again: last
+    join_module.hold(cache, 0, (tables[0], None), most=3, most_rows=10)
+    assert list(cache) == [1, 0]  # the rows: 4 + 5 + 3 > 10 drops table 2, the least recently used
+    join_module.hold(cache, 3, (tables[3], None), most=3, most_rows=10)
+    assert list(cache) == [1, 0]  # 20 rows alone: not held
