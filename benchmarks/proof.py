@@ -80,7 +80,7 @@ def report(proof) -> None:
             what += f" ({', '.join(ref.absorbed)} absorbed: a later wildcard keyed by their rows)"
         print(f"  {what} {k} of ({', '.join(ref.wildcards)}): {ref.keys} keyed searches ({ref.reused} reused, {ref.mirrored} mirrored), "
               f"{ref.empty} empty, "
-              f"{ref.cut} cut short or not started, {ref.rows:,} rows, {ref.seconds:.1f} s; {state}; each "
+              f"{ref.cut} cut short or not started ({ref.by_rows} by rows), {ref.rows:,} rows, {ref.seconds:.1f} s; {state}; each "
               f"wildcard costs at least: {', '.join(f'{e} {v:.6g} pJ' for e, v in ref.least)}")
     print(f"  the optimum is at least {proof.lower:.6g} pJ: within {proof.bound / proof.lower:.4f}x"
           if proof.lower > 0 else "  no lower bound")

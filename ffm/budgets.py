@@ -52,7 +52,7 @@ join can search exactly:
    (twenty-fourth session).
 
 When the bound reaches U, no mapping is below U: the U mapping is the exact optimum. A
-raise cut short (its time limit, or RAISE_ROWS waiting rows) is tried again at half its
+raise cut short (its time limit, or PROOF_ROWS waiting rows) is tried again at half its
 share (nineteenth session: a search's cost grows steeply with its budget, so a smaller
 raise may complete where a larger one did not); the Einsums of that step that completed
 keep their raised tables. Once a raise at less than MIN_RAISE would be needed, or the
@@ -96,7 +96,9 @@ FAR_GAP = 0.5
 # each cut short after 60 s, then refined in 2.3 and 0.6 s
 NEAR_U = 0.01
 SLOW_RAISE = 0.5  # a raise this share of its time limit long: refine the next term holding its Einsums (`slow_raise`)
-RAISE_ROWS = 1 << 22  # a raise's search stops once this many partial rows wait (about 1 GB at batch 1)
+# a raise's or a refinement's keyed search stops (cut short) once this many partial rows wait
+# (about 1 GB at batch 1); without it, a keyed search at batch 64 reached 7.50 GB (38th session)
+PROOF_ROWS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ class Proof:
     finds) and `lower` a lower bound on the optimum, so the best found is within
     bound / lower of it; `minima` (per Einsum, pJ) holds the exact minima found, `budgets`
     the budgets step 2 reached (set once every minimum is known); `incomplete` names the
-    Einsums whose search was cut short (its time limit, or RAISE_ROWS for a raise) or
+    Einsums whose search was cut short (its time limit, or PROOF_ROWS) or
     whose raise did not start (the step's time was up); `steps` holds each step run as
     (name, {einsum: Stats})."""
     bound: float
@@ -235,7 +237,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                     retried.add(b.wildcards)
                 limit = deadline - time.perf_counter() if retry else time_limit
                 r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, limit,
-                                   deadline, workers, progress, searched, retry=retry)
+                                   deadline, workers, progress, searched, retry=retry, max_rows=PROOF_ROWS)
                 refinements.append(r)
                 wild.refine(b.wildcards, r.value)
                 if better is not None:
@@ -245,7 +247,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                 return stop(b, incomplete=b.wildcards)
         raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
         began = time.perf_counter()
-        got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=RAISE_ROWS)
+        got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=PROOF_ROWS)
         wall = time.perf_counter() - began  # a step's Einsums share it: each is charged at most its own search's
         raise_seconds.update({e: min(wall, got[e][2].seconds) if e in got else wall for e in b.wildcards})
         for e in b.wildcards:

@@ -54,6 +54,7 @@ from ffm.search import SearchResult, search
 from ffm.wildcards import cut_keys
 from pmapgen import Constraints
 from pmapgen.all_einsums import rename, signature, split_searches, union
+from pmapgen.generate import ROW_LIMIT
 from pmapgen.symmetry import key_mirror, mirror_result
 from workloads.model import Workload
 
@@ -80,6 +81,7 @@ class Refinement:
     retry: bool = False  # a term refined before, its searches cut short there run again split by root
     absorbed: tuple[str, ...] = ()  # wildcards whose keyed rows joined the rest of a later one reading them
     mirrored: int = 0  # keys answered by the search at their mirror image (`search_keys`)
+    by_rows: int = 0  # of `cut`, the searches stopped by their waiting rows (`max_rows`), not by time
 
     @property
     def complete(self) -> bool:
@@ -242,13 +244,14 @@ class KeyedSearches:
     rows: int = 0
     reused: int = 0
     mirrored: int = 0  # answered by the search at their mirror image (`pmapgen.symmetry.mirror_result`)
+    by_rows: int = 0  # of `cut`, stopped by their waiting rows (`max_rows`)
 
 
 def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Workload, arch: Arch,
                 constraints: Constraints | None = None, searched: dict | None = None,
                 time_limit: float | None = None, deadline: float | None = None, workers: int | None = None,
                 progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches",
-                split: bool = False) -> KeyedSearches:
+                split: bool = False, max_rows: int | None = None) -> KeyedSearches:
     """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
     inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
     (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s,
@@ -263,7 +266,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     6.3 s of Z's 8 keyed searches, one core idle meanwhile).
     Of two keys that are each other's mirror image (QK's, Q and K swapped:
     `pmapgen.symmetry.key_mirror`), the one of larger β is searched and the other answered
-    by its rows mirrored (`mirror_result`: exactly the rows its own search would keep)."""
+    by its rows mirrored (`mirror_result`: exactly the rows its own search would keep).
+    `max_rows` cuts a search short like its time limit once that many partial rows wait."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
 
@@ -277,7 +281,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     mirror = None if base.tensor_keys else key_mirror(e, workload, arch, base)
     jobs, done, floors, sigs = [], {}, {}, {}
     images: dict = {}  # group: the group whose search, mirrored, answers it (`pmapgen.symmetry.mirror_result`)
-    reused = mirrored = empty = cut = rows = 0
+    reused = mirrored = empty = cut = rows = by_rows = 0
     for group, members in sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1])):
         beta = max(betas[k] for k in members)
         cons = keyed(group)
@@ -293,7 +297,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
             mirrored += 1
             continue
         else:
-            jobs.append(((e, group), (e, workload, arch, cons, ("energy",), time_limit, beta, False, None)))
+            jobs.append(((e, group), (e, workload, arch, cons, ("energy",), time_limit, beta, False, max_rows)))
         image = mirror_key(mirror, workload.einsum(e), group, members)
         if image is not None and groups.get(image) == [image] and (e, image) not in sigs and image not in images:
             images[image] = group
@@ -322,6 +326,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         rows += len(table)
         if not stats.complete:
             cut += 1
+            by_rows += stats.stopped_by == ROW_LIMIT
             floors.update({k: (max(budget, stats.lower_bound), False) for k in members})
             continue
         empty += table.empty
@@ -329,7 +334,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         for k in members:
             there = by_key.get(k, math.inf)
             floors[k] = (max(budget, there), True) if there <= betas[k] else None
-    return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused, mirrored)
+    return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused, mirrored, by_rows)
 
 
 def _fixed_loops(group: tuple) -> int:
@@ -384,8 +389,8 @@ def absorbed_table(ks: KeyedSearches, betas: dict[tuple, float], budget: float) 
 def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, float], wildcards: tuple[str, ...],
            bound: float, constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
            deadline: float | None = None, workers: int | None = None, progress: bool = False,
-           searched: dict | None = None, group_above: int = KEY_ALL_UP_TO, retry: bool = False
-           ) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
+           searched: dict | None = None, group_above: int = KEY_ALL_UP_TO, retry: bool = False,
+           max_rows: int | None = None) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
     """(the refinement of the term of `wildcards`, a mapping below `bound` (U) if its join
     found one: (results it indexes, SearchResult)). `results` holds each Einsum's table
     (`generate_all`-style) complete within `budgets`; each keyed search gets `time_limit`
@@ -408,7 +413,8 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
 
     `retry` marks a term refined before whose keyed searches were cut short: the complete
     ones are all in `searched`, so only those cut short run again, each split by root
-    across the workers (`search_keys`' `split`)."""
+    across the workers (`search_keys`' `split`). `max_rows` caps each keyed search's
+    waiting rows (`search_keys`)."""
     start = time.perf_counter()
     tables = {e: r[0] for e, r in results.items()}
     least = {e: budgets[e] for e in wildcards}  # L_e: what e costs at least in a mapping of this term
@@ -420,7 +426,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     frees: dict[str, tuple[str, ...]] = {}  # e: the wildcards not in the rest when e was searched
     floors: dict[str, dict[tuple, tuple[float, bool] | None]] = {}  # e: {key: (e's least there, complete) | None: empty}
     got: dict = {}
-    keys = empty = cut = rows = reused = mirrored = 0
+    keys = empty = cut = rows = reused = mirrored = by_rows = 0
     searched = {} if searched is None else searched
     left, absorbed = list(wildcards), set()
     while left:
@@ -443,11 +449,12 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
                 betas[key] = beta
         ks = search_keys(e, betas, budgets[e], workload, arch, (constraints or {}).get(e), searched, time_limit,
                          deadline, workers, progress, group_above, desc=f"proof: refine {', '.join(wildcards)}: {e}",
-                         split=retry)
+                         split=retry, max_rows=max_rows)
         floors[e].update(ks.floors)
         got.update(ks.results)
-        keys, empty, cut, rows, reused, mirrored = (keys + ks.searches, empty + ks.empty, cut + ks.cut,
-                                                    rows + ks.rows, reused + ks.reused, mirrored + ks.mirrored)
+        keys, empty, cut, rows, reused, mirrored, by_rows = (
+            keys + ks.searches, empty + ks.empty, cut + ks.cut, rows + ks.rows, reused + ks.reused,
+            mirrored + ks.mirrored, by_rows + ks.by_rows)
         least[e] = min((f[0] for f in floors[e].values() if f is not None), default=math.inf)
         if per_key(e, rests, floors, least, free)[0] >= bound * (1 - RTOL):
             break  # e's keys close the term: the others need no search
@@ -468,7 +475,8 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
         value = max(value, min(energy, cut_bound))
     return Refinement(tuple(wildcards), value, keys, empty, cut, rows, time.perf_counter() - start,
                       tuple((e, least[e]) for e in wildcards), reused, retry,
-                      tuple(w for w in wildcards if any(w not in f for f in frees.values())), mirrored), best
+                      tuple(w for w in wildcards if any(w not in f for f in frees.values())), mirrored,
+                      by_rows), best
 
 
 def per_key(e: str, rests: dict[str, dict], floors: dict[str, dict], least: dict[str, float],

@@ -159,7 +159,9 @@ def proof_lines(proof: Proof, reached: float | None = None) -> list[str]:
                  + (f" ({reused} answered by earlier refinements' searches)" if (reused := sum(r.reused for r in rs))
                     else "")
                  + f", {sum(r.empty for r in rs)} of them "
-                 f"with no pmapping, {sum(r.cut for r in rs)} cut short or not started, {sum(r.seconds for r in rs):.1f} s"
+                 f"with no pmapping, {sum(r.cut for r in rs)} cut short or not started"
+                 + (f" ({by_rows} by their row limit)" if (by_rows := sum(r.by_rows for r in rs)) else "")
+                 + f", {sum(r.seconds for r in rs):.1f} s"
                  + (f"; {retries} of these refinements retried a standing term's searches cut short, split by root"
                     if (retries := sum(r.retry for r in rs)) else "")
                  + (f"; in {keyed} a wildcard was keyed by the rows of another it reads" if (keyed := sum(

@@ -343,6 +343,10 @@ def test_the_proof_names_the_limit_that_cut_each_search_short():
             "1 keyed searches were cut short even when retried with the time left.") in words
     assert ("15 keyed searches, 11 of them with no pmapping, 2 cut short or not started, 3.0 s; 1 of these "
             "refinements retried a standing term's searches cut short, split by root.") in words
+    by_rows = replace(refined, refinements=refined.refinements + (Refinement(("QK",), 9.2, keys=3, cut=2,
+                                                                             by_rows=1),))
+    assert ("17 keyed searches, 11 of them with no pmapping, 3 cut short or not started (1 by their row limit), "
+            "3.0 s.") in " ".join(" ".join(proof_lines(by_rows)).split())
     keyed = replace(refined, refinements=refined.refinements + (Refinement(("V", "QK"), 10.0, keys=2,
                                                                          absorbed=("V",)),))
     assert ("16 keyed searches, 11 of them with no pmapping, 1 cut short or not started, 3.0 s; in 1 a wildcard "

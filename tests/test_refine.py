@@ -187,22 +187,25 @@ def test_a_refined_term_is_at_most_its_best_brute_force_mapping(problem, pick):
     check_refine(*problem, pick=pick)
 
 
-def check_retry(workload, arch, pick: int, ticks: int) -> None:
+def check_retry(workload, arch, pick: int, ticks: int | None = None, rows: int | None = None) -> None:
     """A term refined with its keyed searches cut short after `ticks` clock readings (a
-    ticking clock: the same cut on every machine), then retried (`refine`'s `retry`: the
-    complete searches answered from `searched`, the ones cut short run again split by
-    root): the same as refining afresh with no limit."""
+    ticking clock: the same cut on every machine) or once more than `rows` partial rows
+    wait (`refine`'s `max_rows`), then retried (`refine`'s `retry`: the complete searches
+    answered from `searched`, the ones cut short run again split by root): the same as
+    refining afresh with no limit."""
     if (case := refine_case(workload, arch, pick)) is None:
         return
     _, results, budgets, wildcards, truth, term, each, bound, _ = case
     searched: dict = {}
     real = prefixes.time
-    prefixes.time = TickingClock()
+    if ticks is not None:
+        prefixes.time = TickingClock()
     try:
         cut, _ = refine(workload, arch, results, budgets, wildcards, bound, time_limit=ticks, workers=1,
-                        searched=searched)
+                        searched=searched, max_rows=rows)
     finally:
         prefixes.time = real
+    assert cut.by_rows == (cut.cut if rows is not None else 0), cut  # (no deadline: every cut is by its limit)
     if term < bound * (1 - RTOL):  # cut short, it still bounds the term's best mapping (and absorbs no cut wildcard)
         assert cut.value <= term * (1 + RTOL), (cut.value, term)
     retried, _ = refine(workload, arch, results, budgets, wildcards, bound, workers=1, searched=searched, retry=True)
@@ -223,6 +226,15 @@ def check_retry(workload, arch, pick: int, ticks: int) -> None:
 @given(problems(max_levels=2), st.integers(0, 10**6), st.integers(1, 60))
 def test_a_term_refined_with_searches_cut_short_and_retried_equals_one_refined_to_the_end(problem, pick, ticks):
     check_retry(*problem, pick=pick, ticks=ticks)
+
+
+@settings(max_examples=15, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6), st.integers(0, 40))
+def test_a_term_refined_with_searches_cut_short_by_rows_and_retried_equals_one_refined_to_the_end(problem, pick,
+                                                                                                 rows):
+    """`check_retry` with the keyed searches cut short by their waiting rows, as the
+    energy proof caps them (`ffm.budgets.PROOF_ROWS`)."""
+    check_retry(*problem, pick=pick, rows=rows)
 
 
 def two_produced_inputs(m: int, a: int):
