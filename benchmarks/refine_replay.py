@@ -55,7 +55,7 @@ def capture(out: Path, flags: list[str]) -> None:
         r = real(*args, **kwargs)
         calls[0] += 1
         with open(out / f"refine{calls[0]:02d}.pkl", "wb") as f:
-            pickle.dump((args, {k: v for k, v in kwargs.items() if k != "deadline"}, r[0]), f)
+            pickle.dump((args, {k: v for k, v in kwargs.items() if k not in ("deadline", "kept")}, r[0]), f)
         return r
 
     budgets.refine = refine

@@ -75,7 +75,7 @@ from ffm.search import SearchResult, search
 from ffm.refine import Refinement, refine
 from ffm.wildcards import WildcardBound
 from pmapgen import Constraints, Stats, generate_all
-from pmapgen.all_einsums import union
+from pmapgen.all_einsums import Workers, union
 from pmapgen.prefixes import energy_lower_bound
 from workloads.model import Workload
 
@@ -214,51 +214,58 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                                               least_term=(b.wildcards, b.rest), refinements=tuple(refinements),
                                               **kwargs)
 
-    while True:
-        b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)
-        if b.full is not None and not b.full.best.empty and float(b.full.best["energy"].iloc[0]) < bound * (1 - RTOL):
-            bound, best = float(b.full.best["energy"].iloc[0]), (dict(tables), b.full)
-        if b.lower >= bound * (1 - RTOL):
-            return stop(b)
-        late = deadline is not None and time.perf_counter() > deadline
-        if not b.wildcards or late:
-            return stop(b, incomplete=b.wildcards or order)
-        if raises_until is not None and time.perf_counter() > raises_until:
-            raising = False
-        slow = slow_raise(b, bound, budgets, raise_seconds, time_limit)
-        if not raising or slow or near_u(b, bound) or far_from_raises(b, bound, budgets, most):
-            fresh = not wild.refined(b.wildcards)
-            # a term refined before stands once raises stopped (its searches were cut short),
-            # unless it was not yet retried: those searches again, split, with the time left
-            retry = not fresh and not raising and b.wildcards not in retried and deadline is not None \
-                and time.perf_counter() < deadline
-            if fresh or retry:
-                if retry:
-                    retried.add(b.wildcards)
-                limit = deadline - time.perf_counter() if retry else time_limit
-                r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, limit,
-                                   deadline, workers, progress, searched, retry=retry, max_rows=PROOF_ROWS)
-                refinements.append(r)
-                wild.refine(b.wildcards, r.value)
-                if better is not None:
-                    bound, best = float(better[1].best["energy"].iloc[0]), better
-                continue
-            if not raising:  # refined (and retried) with searches cut short, and no raise left: it stands
-                return stop(b, incomplete=b.wildcards)
-        raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
-        began = time.perf_counter()
-        got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards, max_rows=PROOF_ROWS)
-        wall = time.perf_counter() - began  # a step's Einsums share it: each is charged at most its own search's
-        raise_seconds.update({e: min(wall, got[e][2].seconds) if e in got else wall for e in b.wildcards})
-        for e in b.wildcards:
-            if e not in incomplete:  # complete within its raised budget, whatever the others did
-                wild.forget(e, budgets[e])
-                tables[e], budgets[e] = got[e], raised[e]
-        cut = [e for e in incomplete if e in got]  # (the rest did not start: stop_when_incomplete)
-        for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
-            most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
-        if incomplete and (not cut or any(most[e] < MIN_RAISE for e in cut)):  # no smaller raise to try
-            raising = False
+    # the refinements' keyed searches run in workers kept from one refinement to the next (their
+    # caches warm), closed before each raise: a raise's long searches get fresh ones
+    with Workers(workers) as kept:
+        while True:
+            b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)
+            full = None if b.full is None or b.full.best.empty else float(b.full.best["energy"].iloc[0])
+            if full is not None and full < bound * (1 - RTOL):
+                bound, best = full, (dict(tables), b.full)
+            if b.lower >= bound * (1 - RTOL):
+                return stop(b)
+            late = deadline is not None and time.perf_counter() > deadline
+            if not b.wildcards or late:
+                return stop(b, incomplete=b.wildcards or order)
+            if raises_until is not None and time.perf_counter() > raises_until:
+                raising = False
+            slow = slow_raise(b, bound, budgets, raise_seconds, time_limit)
+            if not raising or slow or near_u(b, bound) or far_from_raises(b, bound, budgets, most):
+                fresh = not wild.refined(b.wildcards)
+                # a term refined before stands once raises stopped (its searches were cut short),
+                # unless it was not yet retried: those searches again, split, with the time left
+                retry = not fresh and not raising and b.wildcards not in retried and deadline is not None \
+                    and time.perf_counter() < deadline
+                if fresh or retry:
+                    if retry:
+                        retried.add(b.wildcards)
+                    limit = deadline - time.perf_counter() if retry else time_limit
+                    r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, limit,
+                                       deadline, workers, progress, searched, retry=retry, max_rows=PROOF_ROWS,
+                                       kept=kept)
+                    refinements.append(r)
+                    wild.refine(b.wildcards, r.value)
+                    if better is not None:
+                        bound, best = float(better[1].best["energy"].iloc[0]), better
+                    continue
+                if not raising:  # refined (and retried) with searches cut short, and no raise left: it stands
+                    return stop(b, incomplete=b.wildcards)
+            raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
+            began = time.perf_counter()
+            kept.close()
+            got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards,
+                                  max_rows=PROOF_ROWS)
+            wall = time.perf_counter() - began  # a step's Einsums share it: each is charged at most its own search's
+            raise_seconds.update({e: min(wall, got[e][2].seconds) if e in got else wall for e in b.wildcards})
+            for e in b.wildcards:
+                if e not in incomplete:  # complete within its raised budget, whatever the others did
+                    wild.forget(e, budgets[e])
+                    tables[e], budgets[e] = got[e], raised[e]
+            cut = [e for e in incomplete if e in got]  # (the rest did not start: stop_when_incomplete)
+            for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
+                most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
+            if incomplete and (not cut or any(most[e] < MIN_RAISE for e in cut)):  # no smaller raise to try
+                raising = False
 
 
 def near_u(b, bound: float) -> bool:

@@ -53,7 +53,7 @@ from ffm.join import join
 from ffm.search import SearchResult, search
 from ffm.wildcards import cut_keys
 from pmapgen import Constraints
-from pmapgen.all_einsums import rename, signature, split_searches, union
+from pmapgen.all_einsums import Workers, rename, signature, split_searches, union
 from pmapgen.generate import ROW_LIMIT
 from pmapgen.symmetry import key_mirror, mirror_result
 from workloads.model import Workload
@@ -251,7 +251,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
                 constraints: Constraints | None = None, searched: dict | None = None,
                 time_limit: float | None = None, deadline: float | None = None, workers: int | None = None,
                 progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches",
-                split: bool = False, max_rows: int | None = None) -> KeyedSearches:
+                split: bool = False, max_rows: int | None = None, kept: Workers | None = None) -> KeyedSearches:
     """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
     inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
     (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s,
@@ -267,7 +267,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     Of two keys that are each other's mirror image (QK's, Q and K swapped:
     `pmapgen.symmetry.key_mirror`), the one of larger β is searched and the other answered
     by its rows mirrored (`mirror_result`: exactly the rows its own search would keep).
-    `max_rows` cuts a search short like its time limit once that many partial rows wait."""
+    `max_rows` cuts a search short like its time limit once that many partial rows wait.
+    `kept` runs the searches in those workers (`pmapgen.all_einsums.Workers`), not fresh ones."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
 
@@ -304,7 +305,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     if jobs:
         jobs.sort(key=lambda job: _fixed_loops(job[0][1]))  # stable: by β within
         ran = split_searches(jobs, workers, progress, desc, deadline=deadline,
-                             split=None if split else (lambda key: _fixed_loops(key[1]) == 0))
+                             split=None if split else (lambda key: _fixed_loops(key[1]) == 0), kept=kept)
         for key, args in jobs:
             if key in ran and ran[key][2].complete:
                 searched[sigs[key]] = (args[6], e, ran[key])
@@ -390,7 +391,8 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
            bound: float, constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
            deadline: float | None = None, workers: int | None = None, progress: bool = False,
            searched: dict | None = None, group_above: int = KEY_ALL_UP_TO, retry: bool = False,
-           max_rows: int | None = None) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
+           max_rows: int | None = None, kept: Workers | None = None
+           ) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
     """(the refinement of the term of `wildcards`, a mapping below `bound` (U) if its join
     found one: (results it indexes, SearchResult)). `results` holds each Einsum's table
     (`generate_all`-style) complete within `budgets`; each keyed search gets `time_limit`
@@ -414,7 +416,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     `retry` marks a term refined before whose keyed searches were cut short: the complete
     ones are all in `searched`, so only those cut short run again, each split by root
     across the workers (`search_keys`' `split`). `max_rows` caps each keyed search's
-    waiting rows (`search_keys`)."""
+    waiting rows, and `kept` runs them in those workers (`search_keys`)."""
     start = time.perf_counter()
     tables = {e: r[0] for e, r in results.items()}
     least = {e: budgets[e] for e in wildcards}  # L_e: what e costs at least in a mapping of this term
@@ -449,7 +451,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
                 betas[key] = beta
         ks = search_keys(e, betas, budgets[e], workload, arch, (constraints or {}).get(e), searched, time_limit,
                          deadline, workers, progress, group_above, desc=f"proof: refine {', '.join(wildcards)}: {e}",
-                         split=retry, max_rows=max_rows)
+                         split=retry, max_rows=max_rows, kept=kept)
         floors[e].update(ks.floors)
         got.update(ks.results)
         keys, empty, cut, rows, reused, mirrored, by_rows = (

@@ -7,6 +7,7 @@ import math
 import os
 import time
 from collections import deque
+from contextlib import nullcontext
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import replace
 from typing import Callable, Hashable
@@ -94,16 +95,47 @@ def _job(item):
     return key, _search(args)
 
 
+class Workers:
+    """Worker processes kept across `run_searches` calls until `close` (or the `with`
+    block's end), for callers that run many short searches in turn: a refinement of the
+    energy proof runs its keyed searches (thousands, a few ms each) in several calls, and
+    fresh workers start each with cold caches (the floors' plans and loop steps, spatial
+    groups). Long searches should not run in them: what a search allocates leaves with a
+    fresh worker, where a kept one holds on to what it could not return."""
+
+    def __init__(self, workers: int | None = None):
+        self.workers = workers or max(1, os.cpu_count() or 1)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, initializer=mmap_threshold, initargs=(WORKER_THRESHOLD,))
+        return self._pool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> "Workers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool = True, desc: str = "pmapgen",
-                 stop_when_incomplete: bool = False, unit: str = "einsum", deadline: float | None = None) -> dict:
+                 stop_when_incomplete: bool = False, unit: str = "einsum", deadline: float | None = None,
+                 kept: Workers | None = None) -> dict:
     """{key: (table, templates, stats)} for `jobs`, each (key, (einsum, workload, arch,
     constraints, objectives, time_limit, budget, rising, max_rows)), run `workers` at a time
     in worker processes (default one per core; 1: in this process). `stop_when_incomplete`
     starts no job after one is cut short, and none starts after `deadline` (a
     `time.perf_counter()` value, which also shortens the time limits of those it starts);
-    the jobs left out are missing from the result."""
-    in_process = workers == 1
-    workers = workers or max(1, min(len(jobs), os.cpu_count() or 1))
+    the jobs left out are missing from the result. `kept` runs them in its workers
+    (`Workers`, `workers` ignored; one: in this process) instead of fresh ones."""
+    in_process = (workers if kept is None else kept.workers) == 1
+    workers = kept.workers if kept is not None else workers or max(1, min(len(jobs), os.cpu_count() or 1))
     results = {}
     bar = tqdm(total=len(jobs), desc=desc, unit=unit, disable=not progress)
     queue = deque(jobs)
@@ -130,7 +162,8 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
         # twice that: a worker done with a job of a few ms has the next one at hand instead
         # of waiting for this process to hand it one (a refinement runs thousands)
         flight = workers if stop_when_incomplete else 2 * workers
-        with ProcessPoolExecutor(workers, initializer=mmap_threshold, initargs=(WORKER_THRESHOLD,)) as pool:
+        with (Workers(workers) if kept is None else nullcontext(kept)) as own:
+            pool = own.pool()
             running = {pool.submit(_job, job) for job in (next_job() for _ in range(flight)) if job is not None}
             while running:
                 done, running = wait(running, return_when=FIRST_COMPLETED)
@@ -203,7 +236,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
 
 def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc: str,
                    stop_when_incomplete: bool = False, deadline: float | None = None,
-                   split: Callable[[Hashable], bool] | None = None) -> dict:
+                   split: Callable[[Hashable], bool] | None = None, kept: Workers | None = None) -> dict:
     """`run_searches` for budgeted prefix searches, each split into its parts (one per
     root: `pmapgen.prefixes.search_part`) so that the parts of one long search share the
     cores: a raise of the energy proof is often one Einsum, and one process searching it
@@ -217,8 +250,8 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
     whose rows sit mostly under one root, which the whole search held: twenty-eighth
     session.) The parts not started count as the Einsum's search cut short where one of
     its parts was, and as not started otherwise. `split(key)` picks the jobs to split
-    (default: all); the others run whole among the parts."""
-    n_workers = workers or max(1, os.cpu_count() or 1)
+    (default: all); the others run whole among the parts. `kept`: `run_searches`'."""
+    n_workers = kept.workers if kept is not None else workers or max(1, os.cpu_count() or 1)
     parts, count = [], {}
     for e, args in jobs:
         if split is not None and not split(e):
@@ -231,7 +264,8 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
     if limit is not None:
         own = time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
         deadline = own if deadline is None else min(own, deadline)
-    ran = run_searches(parts, workers, progress, desc, stop_when_incomplete, unit="part", deadline=deadline)
+    ran = run_searches(parts, workers, progress, desc, stop_when_incomplete, unit="part", deadline=deadline,
+                       kept=kept)
     out = {}
     for e, args in jobs:
         if e not in count:

@@ -183,3 +183,32 @@ def test_only_the_searches_picked_are_split_and_every_one_keeps_what_it_keeps_wh
     for e, job in jobs:
         whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=job[6])
         assert got[e][2].complete and pmappings(got[e][0], got[e][1]) == pmappings(*whole[:2]), e
+
+
+def _pid(*_args) -> int:
+    import os
+    return os.getpid()
+
+
+def test_kept_workers_run_several_calls_in_the_same_processes_and_keep_what_fresh_ones_keep():
+    """`Workers` (the energy proof's refinements: many calls of short searches) answers each
+    `split_searches` call as fresh workers do, from the same worker processes until it is
+    closed; with one worker it runs them in this process, as `workers=1` does."""
+    w, a = kv_projections()
+    jobs = []
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("energy",))[0]
+        jobs.append((e, args(e, w, a, ("energy",), float(np.quantile(full["energy"], 0.5)))))
+    fresh = all_einsums.split_searches(jobs, 2, False, "test")
+    with all_einsums.Workers(2) as kept:
+        first = all_einsums.split_searches(jobs, None, False, "test", kept=kept)
+        pids = {f.result() for f in [kept.pool().submit(_pid) for _ in range(8)]}
+        again = all_einsums.split_searches(jobs, None, False, "test", split=lambda key: False, kept=kept)
+        assert {f.result() for f in [kept.pool().submit(_pid) for _ in range(8)]} <= pids and len(pids) <= 2
+    assert kept._pool is None  # closed with the block
+    for got in (first, again):
+        for e, _ in jobs:
+            assert got[e][2].complete and pmappings(got[e][0], got[e][1]) == pmappings(*fresh[e][:2]), e
+    with all_einsums.Workers(1) as alone:
+        here = all_einsums.run_searches([("pid", args("V", w, a, ("energy",), None))], None, False, kept=alone)
+        assert alone._pool is None and here["pid"][2].complete  # ran here: no pool was started
