@@ -47,7 +47,7 @@ from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, 
 from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
-from pmapgen.symmetry import find_mirror
+from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots, space
 from pmapgen.tiles import divisor_chains
 from workloads.model import Workload
@@ -151,7 +151,8 @@ class _Search:
         self.levels = tracked_levels(arch, unit)
         self.n_res = len(self.e.rank_variables) + 1  # res:<level>:k for k = 0..(most fused loops)
         self.shared = [t for t in self.e.tensors if workload.is_shared(t)]
-        self.mirror = None if self.keyed else find_mirror(self.e, workload, self.sp, given, tuple(self.shared))
+        self.mirror = find_mirror(self.e, workload, self.sp, given, tuple(self.shared)) if not self.keyed else \
+            self_mirror(self.e, workload, self.sp, given, tuple(self.shared))
         self._drops: dict = {}  # (Key.fused, final) -> whether the mirror image of its structure is searched instead
         self.records: list[Record] = []
         # a row's fused structure (shared tensors' backing levels, then the loops and backings

@@ -10,10 +10,11 @@ original's. So the search need only visit one of each pair of mirrored fused str
 that are their own mirror image are searched as before.
 
 A search with fixed c_T (`Constraints.tensor_keys`: the energy proof's keyed searches)
-cannot use the mirror within itself, but the search at the mirror image of its c_T keeps
-exactly the mirror images of its rows: `key_mirror` finds the symmetry, `Mirror.tensor_keys`
-maps the c_T and `mirror_result` builds that search's result from this one's
-(thirty-second session: a mirror-image pair of QK's keys costs one search).
+uses the mirror within itself only when those c_T are their own mirror image
+(`self_mirror`, thirty-ninth session). Otherwise the search at the mirror image of its
+c_T keeps exactly the mirror images of its rows: `key_mirror` finds the symmetry,
+`Mirror.tensor_keys` maps the c_T and `mirror_result` builds that search's result from
+this one's (thirty-second session: a mirror-image pair of QK's keys costs one search).
 """
 from __future__ import annotations
 
@@ -119,6 +120,21 @@ def find_mirror(einsum: Einsum, workload: Workload, sp, constraints: Constraints
             if mirror is not None:
                 return mirror
     return None
+
+
+def self_mirror(einsum: Einsum, workload: Workload, sp, constraints: Constraints, shared: tuple) -> Mirror | None:
+    """The mirror symmetry a keyed search (`Constraints.tensor_keys` its only constraint)
+    may use within itself, or None: only when its c_T are their own mirror image (at batch
+    1, QK keyed with Q and K both unfused, or both fused alike: the longest of QK's keyed
+    searches, 5.5 s of 15 s). Then a pmapping gives those c_T exactly when its mirror
+    image does, so the keyed search, like a search without constraints, need visit only
+    one of each pair of mirrored fused structures."""
+    if constraints.key is not None or not constraints.tensor_keys:
+        return None
+    mirror = find_mirror(einsum, workload, sp, replace(constraints, tensor_keys={}), shared)
+    if mirror is None or mirror.tensor_keys(einsum, constraints.tensor_keys) != constraints.tensor_keys:
+        return None
+    return mirror
 
 
 def _mirror(einsum: Einsum, workload: Workload, sp, a, b, shared: tuple) -> Mirror | None:

@@ -123,6 +123,43 @@ def test_a_keyed_search_mirrored_is_the_search_at_the_mirror_key_long(problem, q
     mirrored_key_search_is_the_mirror_image(*problem, quantile, pick)
 
 
+def self_mirrored_key_search_keeps_what_it_keeps_without(w, a, quantile):
+    """A keyed search whose c_T are their own mirror image (`self_mirror`: A's and B's
+    alike) uses the mirror within itself and keeps the frontier the search without it
+    keeps, in every compatibility group, within a budget too, from fewer prefixes when
+    some structure is not its own image. Every such key of the exhaustive table."""
+    full = without_mirror("Z", w, a, objectives=("energy",))
+    mirror = key_mirror("Z", w, a, Constraints(tensor_keys={}))
+    assert not full[0].empty and mirror is not None
+    keys = {tuple(sorted((t, c) for t, c in dict(k[0]).items() if t in ("A", "B"))) for k in full[0]["compat"]}
+    alike = [dict(k) for k in keys if mirror.tensor_keys(w.einsum("Z"), dict(k)) == dict(k)]
+    budget = None if quantile is None else float(np.quantile(full[0]["energy"], quantile))
+    for k in alike:
+        c = Constraints(tensor_keys=k)
+        search = _Search("Z", w, a, a.computes_for(w.einsum("Z"))[0].name, c, ("energy",))
+        assert search.mirror is not None, k
+        got = generate_by_prefixes("Z", w, a, c, ("energy",), budget=budget)
+        plain = without_mirror("Z", w, a, c, ("energy",), budget=budget)
+        assert frontier(got[0], ("energy",)) == frontier(plain[0], ("energy",)), k
+        assert got[2].templates <= plain[2].templates and got[2].complete
+        assert got[2].lower_bound == pytest.approx(plain[2].lower_bound, rel=1e-9), k
+    return len(alike)
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(mirrored_problems(produced=True), st.sampled_from([None, 0.5]))
+def test_a_keyed_search_at_a_key_its_own_mirror_image_uses_the_mirror_and_keeps_the_same_frontier(problem, quantile):
+    self_mirrored_key_search_keeps_what_it_keeps_without(*problem, quantile)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(mirrored_problems(max_levels=3, produced=True), st.sampled_from([None, 0.5]))
+def test_a_keyed_search_at_a_key_its_own_mirror_image_uses_the_mirror_and_keeps_the_same_frontier_long(problem,
+                                                                                                   quantile):
+    self_mirrored_key_search_keeps_what_it_keeps_without(*problem, quantile)
+
+
 def test_key_mirror_of_gpt3_is_qks_and_a_constraint_drops_it():
     a, w = arch_specs.load("tpuv4i"), workloads.load("gpt3", batch=1, seq_len=2048)
     qk = key_mirror("QK", w, a, Constraints(tensor_keys={"Q": ("GlobalBuffer", ())}))
