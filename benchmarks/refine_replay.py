@@ -20,7 +20,8 @@ pmappings from run to run: docs/mapper.md, "Step 11"); `--phases` also prints th
 seconds of each search step (`generate_all`), wildcard bound and refinement, in order,
 and their totals (docs/mapper.md, "Step 15").
 `keys` runs each keyed search of one wildcard of call N (default its first) alone in this
-process, fresh, and prints their total, the share of the costliest and the costliest keys. Replaying one capture from a checkout of another commit (`git worktree`) compares
+process, fresh, and prints their total, the share of the costliest, the keys by partial
+rows built (time and how many came back empty) and the costliest keys. Replaying one capture from a checkout of another commit (`git worktree`) compares
 two versions on the same term: docs/mapper.md, "Step 9".
 """
 from __future__ import annotations
@@ -166,6 +167,10 @@ def keys(path: Path, wildcard: str | None, top: int) -> None:
     total = sum(x[0] for x in runs)
     print(f"{e}: {len(runs)} keys, {total:.1f} s one by one; the costliest 10 {sum(x[0] for x in runs[:10]):.1f} s, "
           f"50 {sum(x[0] for x in runs[:50]):.1f} s; the others {total - sum(x[0] for x in runs[:50]):.1f} s")
+    for low, high in ((0, 100), (100, 10_000), (10_000, None)):  # where the time is: a few heavy keys, or many light
+        some = [x for x in runs if x[4] >= low and (high is None or x[4] < high)]
+        print(f"  building {low:,}{f' to {high:,}' if high else ' or more'} partial rows: {len(some)} keys, "
+              f"{sum(x[0] for x in some):.1f} s, {sum(x[3] == 0 for x in some)} empty")
     for sec, k, beta, n, built in runs[:top]:
         print(f"  {sec:.2f} s, beta {beta / budgets_[e]:.3f} x budget, {n} kept, {built:,} partial rows: {k}")
 
