@@ -26,6 +26,12 @@ and chains a key they can share from the costliest one's best pmapping with it o
 
 This lowers the result (U) and, with it, the slack the energy proof's budgets get
 (ffm.budgets); it proves nothing by itself.
+
+Its rising searches stop, cut short, once `ffm.budgets.PROOF_ROWS` partial rows wait, as
+the proof's do: a rising search keeps nothing from a round cut short, by its time limit
+or by this cap, so the cap costs no result the time limit would have kept unless the
+search would have completed in time, and it bounds a worker's memory (at batch 64 a
+descent worker's anchor search reached 5.19 GB without it; fortieth session).
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ from typing import Callable, NamedTuple
 import pandas as pd
 
 from arch.model import Arch
+from ffm.budgets import PROOF_ROWS
 from ffm.fusion import anchor, chain_constraints, top_energy, window, window_constraints
 from ffm.search import SearchResult, full_mapping
 from looptree.evaluation import evaluate
@@ -125,7 +132,7 @@ def descend(workload: Workload, arch: Arch, results: dict[str, tuple], best: Sea
             name, fused, top = f"descent {len(rounds) + 1}", None, None
             found = generate_all(workload, arch, keyed, objectives=("energy",), workers=workers, progress=progress,
                                  time_limit=time_limit, budgets={e: float(row["energy"]) for e, row in todo.items()},
-                                 desc=name, rising=True, einsums=tuple(todo))
+                                 desc=name, rising=True, einsums=tuple(todo), max_rows=PROOF_ROWS)
         else:
             moves = [i for i, r in enumerate(rounds) if r.fused is not None]
             paid = not moves or rounds[moves[-1]].energy < (rounds[moves[-1] - 1].energy if moves[-1] else before)
@@ -195,14 +202,14 @@ def _chain(workload: Workload, arch: Arch, tensor: str, einsums: tuple[str, ...]
     first, row = start
     out = generate_all(workload, arch, {first: window_c[first]}, objectives=("energy",), workers=workers,
                        progress=progress, time_limit=time_limit, budgets={first: float(row["energy"])},
-                       desc=f"{name}: anchor", rising=True, einsums=(first,))
+                       desc=f"{name}: anchor", rising=True, einsums=(first,), max_rows=PROOF_ROWS)
     if not out[first][0].empty:
         row = out[first][0].loc[out[first][0]["energy"].idxmin()]
     fixed, keys = {first: row}, {}
     while todo := chain_constraints(fixed, einsums, workload, window_c):
         got = generate_all(workload, arch, todo, objectives=("energy",), workers=workers, progress=progress,
                            time_limit=time_limit, budgets={e: ceiling for e in todo}, desc=f"{name}: chain",
-                           rising=True, einsums=tuple(todo))
+                           rising=True, einsums=tuple(todo), max_rows=PROOF_ROWS)
         for e in todo:
             table = got[e][0]
             fixed[e] = None if table.empty else table.loc[table["energy"].idxmin()]

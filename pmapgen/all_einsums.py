@@ -84,7 +84,8 @@ def _search(args) -> tuple:
                                   part[0])
         return rows, [], stats
     if budget is not None and rising:
-        return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit)
+        return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit,
+                                          max_rows)
     if budget is None:
         return generate(einsum, workload, arch, constraints, objectives, time_limit)
     return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
@@ -201,9 +202,9 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     callers that need every Einsum complete); jobs then run largest Einsum first.
     `rising` makes the budgets ceilings: each Einsum's search starts at its energy floor
     and rises until it keeps a pmapping (`generate_by_rising_budgets`). `einsums` limits
-    the run (and the result) to those Einsums. `max_rows` stops a budgeted (not rising)
-    search, as the time limit does, once more partial rows than that wait at once (its
-    memory; `generate_by_prefixes`).
+    the run (and the result) to those Einsums. `max_rows` stops a budgeted search (each
+    round of a rising one), as the time limit does, once more partial rows than that wait
+    at once (its memory; `generate_by_prefixes`).
     """
     constraints = constraints or {}
     budgets = budgets or {}

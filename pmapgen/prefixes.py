@@ -986,14 +986,16 @@ def _root_count(e, workload: Workload, arch: Arch, unit: str, constraints: Const
 
 def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceiling: float,
                                constraints: Constraints | None = None, objectives=("energy", "latency"),
-                               time_limit: float | None = None):
+                               time_limit: float | None = None, max_rows: int | None = None):
     """`generate_by_prefixes` at budgets rising from the Einsum's energy floor by GROWTH
     until one keeps a pmapping, or reaches `ceiling` (a real pmapping's energy, so it
     does): the table then holds a lowest-energy pmapping (and the frontier within
     `Stats.budget`). A search costs more the looser its budget, steeply (docs/pmapgen.md,
     "Rising budgets"), so this finds the minimum far sooner than one search at a loose
     ceiling; a budget whose search completes with nothing proves the minimum above it,
-    which `Stats.lower_bound` reports if the time limit (for all rounds) stops a later one."""
+    which `Stats.lower_bound` reports if the time limit (for all rounds) stops a later one.
+    `max_rows` stops a round as the time limit does, once more partial rows than that wait
+    (`generate_by_prefixes`)."""
     from pmapgen.generate import Stats
     begin = time.perf_counter()
     low = energy_lower_bound(einsum, workload, arch, constraints)
@@ -1002,7 +1004,7 @@ def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceil
         budget = min(budget, ceiling) if budget > 0 else ceiling
         left = None if time_limit is None else time_limit - (time.perf_counter() - begin)
         table, templates, st = generate_by_prefixes(einsum, workload, arch, constraints, objectives,
-                                                    None if left is None else max(left, 0.0), budget)
+                                                    None if left is None else max(left, 0.0), budget, max_rows)
         n_prefixes, n_rows = n_prefixes + st.templates, n_rows + st.tile_shapes
         if not st.complete or not table.empty or budget >= ceiling:
             return table, templates, Stats(n_prefixes, n_rows, st.kept, st.complete, time.perf_counter() - begin,

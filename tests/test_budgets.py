@@ -426,3 +426,28 @@ def test_a_search_stopped_by_its_row_limit_is_incomplete_and_still_bounds_the_mi
     timed, _, late = generate_by_prefixes(e, w, a, objectives=("energy",), budget=math.inf, time_limit=0.0)
     assert not late.complete and timed.empty and late.stopped_by == TIME_LIMIT
     assert stopped.lower_bound <= whole["energy"].min() * (1 + RTOL)
+
+
+def test_a_rising_search_stopped_by_its_row_limit_is_incomplete_and_still_bounds_the_minimum():
+    """`max_rows` stops each round of a rising search (`generate_by_rising_budgets`, and
+    `generate_all` with `rising`) as its time limit would: nothing kept, marked incomplete
+    by the row limit, and its lower bound at most the Einsum's least energy; without it the
+    same search finds that least energy."""
+    import arch as arch_specs
+    import workloads
+    from pmapgen import generate_all
+    from pmapgen.generate import ROW_LIMIT
+    from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
+    w = workloads.load("matmul_chain", length=2, M=64, big=128, small=64)
+    a = arch_specs.load("simple")
+    e = w.einsum_names[0]
+    whole, _, _ = generate_by_prefixes(e, w, a, objectives=("energy",), budget=math.inf)
+    least = float(whole["energy"].min())
+    found, _, full = generate_by_rising_budgets(e, w, a, math.inf, objectives=("energy",))
+    assert full.complete and np.isclose(float(found["energy"].min()), least, rtol=RTOL)
+    cut, _, stopped = generate_by_rising_budgets(e, w, a, math.inf, objectives=("energy",), max_rows=0)
+    assert not stopped.complete and cut.empty and stopped.stopped_by == ROW_LIMIT
+    assert stopped.lower_bound <= least * (1 + RTOL)
+    got = generate_all(w, a, objectives=("energy",), workers=1, progress=False, budgets={e: math.inf}, rising=True,
+                       einsums=(e,), max_rows=0)[e]
+    assert got[0].empty and not got[2].complete and got[2].stopped_by == ROW_LIMIT

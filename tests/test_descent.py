@@ -116,3 +116,34 @@ def test_one_round_checks_its_own_skips_when_the_last_mapping_skips_others():
                                     "V[m] = X[m,a] * W2[a]"]})
     a = two_levels("4 B", "0.1 pJ/bit", "0.1 pJ/bit", top_bandwidth="1 GB/s", name="random")
     check_descent(w, a, pick=79199, rounds=1, min_gap=0.05)
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_rising_searches_cut_short_by_their_row_cap_leave_the_mapping_as_it_was(problem, pick):
+    """The descent's rising searches stop at `PROOF_ROWS` waiting rows (here 0: every one is
+    cut short by that cap). A search cut short keeps nothing, so every round ends at the
+    energy it started from, and the result is still the valid mapping it started with."""
+    from unittest import mock
+
+    import ffm.descent as descent_module
+    from pmapgen.generate import ROW_LIMIT
+    workload, arch = problem
+    made = exhaustive_and_part(workload, arch, pick)
+    if made is None:
+        return
+    generated, _, _, some, start = made
+    order = tuple(workload.einsum_names)
+    energy = float(start.best["energy"].iloc[0])
+    found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
+    join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known)  # noqa: E731
+    with mock.patch.object(descent_module, "PROOF_ROWS", 0):
+        results, best, d = descend(workload, arch, found, start, join_tables, workers=1, progress=False,
+                                   max_rounds=2, min_gap=0.0, fusions=0)
+    stats = [s for r in d.rounds for s in r.stats.values()]
+    _bump("checked")
+    _bump("searches cut by rows", len(stats))
+    assert all(not s.complete and s.stopped_by == ROW_LIMIT for s in stats), stats
+    assert d.after == energy and all(r.energy == energy for r in d.rounds)
+    ev = chosen(best, {e: r[0] for e, r in results.items()}, {e: r[1] for e, r in results.items()}, workload, arch)
+    assert np.isclose(ev.energy_pJ, energy, rtol=RTOL)
