@@ -47,30 +47,47 @@ def statistics_text(stats: MapStats) -> str:
     return "\n".join(lines)
 
 
+def cut_text(stats, what: str = "") -> str:
+    """How many of these searches' Stats were cut short, and by which limit (time, or their
+    waiting rows: `Stats.stopped_by`), as "N{what} cut short by the time limit"; "" if
+    none was."""
+    by: dict[str, int] = {}
+    for s in stats:
+        if not s.complete:
+            by[s.stopped_by] = by.get(s.stopped_by, 0) + 1
+    n = sum(by.values())
+    if not n:
+        return ""
+    if len(by) == 1:
+        (limit,) = by
+        return f"{n}{what} cut short" + (f" by the {limit}" if limit else "")
+    return f"{n}{what} cut short, " + " and ".join(f"{k} by the {limit or 'deadline'}" for limit, k in by.items())
+
+
 def descent_lines(d: Descent, when: str) -> list[str]:
     """What coordinate descent (ffm.descent) after `when` did: the energy before and after."""
     within = [r for r in d.rounds if r.fused is None]
     searched = sum(len(r.stats) for r in within)
-    cut = sum(not s.complete for r in within for s in r.stats.values())
+    cut = cut_text(s for r in within for s in r.stats.values())
     rounds = f"{len(within)} round{'s' if len(within) != 1 else ''}"
     head = (f"  Coordinate descent after {when} ({rounds}, {searched} search{'es' if searched != 1 else ''} of an "
             f"Einsum within its "
-            f"compatibility group" + (f", {cut} cut short by the time limit" if cut else "")
+            f"compatibility group" + (f", {cut}" if cut else "")
             + (f"; {len(d.skipped)} skipped, whose groups could lower it by at most "
                f"{energy_text(max(0.0, sum(d.skipped.values())))} in all" if d.skipped else ""))
     previous = d.before
     for r in d.rounds:
         if r.fused is not None:
-            cut = sum(not s.complete for s in r.stats.values())
-            chain_cut = sum(not s.complete for s in r.chain.values())
+            cut = cut_text(r.stats.values())
+            chain_cut = cut_text(r.chain.values(), " of these")
             notes = ([f"its accesses at the top cost {energy_text(r.top)}"] if r.top is not None else []) \
-                + ([f"{cut} cut short"] if cut else [])
+                + ([cut] if cut else [])
             head += (f"; a fusion move searched {', '.join(r.stats)} with {r.fused} on chip"
                      + (f" ({'; '.join(notes)})" if notes else "")
                      + (f", then searched {r.anchor} for its least energy with it on chip and chained from there"
                         + (f" through {', '.join(e for e in r.chain if e != r.anchor)} (the c_T they share fixed)"
                            if len(r.chain) > 1 else "")
-                        + (f" ({chain_cut} of these cut short)" if chain_cut else "")
+                        + (f" ({chain_cut})" if chain_cut else "")
                         if r.chain else "") + ": "
                      + ("no valid mapping had it on chip" if r.trial is None else
                         f"the best mapping with it on chip was {energy_text(r.trial)}"

@@ -284,3 +284,20 @@ def test_report_says_what_a_fusion_move_found():
     assert text.endswith("found nothing below 29.6 J.")
     text = " ".join(line.strip() for line in descent_lines(untuned, "the join"))
     assert "2 skipped, whose groups could lower it by at most 0 J in all" in text
+
+
+def test_report_says_which_limit_cut_the_descent_s_searches_short():
+    """The descent's searches stop at their time limit or at their waiting rows (`PROOF_ROWS`):
+    the report counts each (`Stats.stopped_by`), in a round and in a fusion move and its chain."""
+    from ffm.descent import Descent, Round
+    from ffm.report import descent_lines
+    from pmapgen.generate import ROW_LIMIT, TIME_LIMIT, Stats
+    timed, rows, done = Stats(1, 1, 0, False, stopped_by=TIME_LIMIT), Stats(1, 1, 0, False, stopped_by=ROW_LIMIT), \
+        Stats(1, 1, 1, True)
+    d = Descent(46.8e12, 28.0e12, (Round({"V": rows, "K": done}, 40.0e12),
+                                   Round({"QK": timed, "QK_softmax": rows, "AV": timed}, 28.0e12, "QK_softmax", 28.0e12,
+                                         Descent(28.0e12, 28.0e12, (), 1.0), "AV", {"AV": rows, "QK": done})), 300.0)
+    text = " ".join(line.strip() for line in descent_lines(d, "the join"))
+    assert "(1 round, 2 searches of an Einsum within its compatibility group, 1 cut short by the row limit;" in text
+    assert "with QK_softmax on chip (3 cut short, 2 by the time limit and 1 by the row limit)" in text
+    assert "through QK (the c_T they share fixed) (1 of these cut short by the row limit)" in text
