@@ -31,7 +31,7 @@ Its rising searches stop, cut short, once `ffm.budgets.PROOF_ROWS` partial rows 
 the proof's do: a rising search keeps nothing from a round cut short, by its time limit
 or by this cap, so the cap costs no result the time limit would have kept unless the
 search would have completed in time, and it bounds a worker's memory (at batch 64 a
-descent worker's anchor search reached 5.19 GB without it; fortieth session).
+descent worker reached 5.19 GB and 5.45 GB without it; docs/mapper.md, "Step 19").
 """
 from __future__ import annotations
 
