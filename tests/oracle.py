@@ -24,20 +24,27 @@ def all_pmappings(workload, arch, einsum: str, max_loops: int = 4) -> Iterator[P
         path = [m.name for m in arch.path(unit.name)]
         dims = [d.name for m in arch.path(unit.name) for d in m.fanout]
         for loops in _loop_sequences(e, workload, dims, max_loops):
+            # normalize drops only bound-1 loops, which no sequence has: every candidate below
+            # normalizes to itself, so it is checked once per sequence, not per candidate
+            bare = Pmapping(einsum, loops + (Compute(unit.name),))
+            assert normalize(bare, workload) == bare, loops
             gaps = len(loops) + 1
             per_tensor = [list(_chain_placements(t, path, gaps)) for t in e.tensors]
             for placement in product(*per_tensor):
+                at: dict = {}  # (gap, level) -> tensors kept there
+                for part in placement:
+                    for t, lv, g in part:
+                        at.setdefault((g, lv), []).append(t)
                 nodes: list = []
                 for g in range(gaps):
                     for level in path:
-                        here = tuple(sorted(t for part in placement for t, lv, gg in part if lv == level and gg == g))
-                        if here:
-                            nodes.append(Storage(level, here))
+                        if (g, level) in at:
+                            nodes.append(Storage(level, tuple(sorted(at[g, level]))))
                     if g < len(loops):
                         nodes.append(loops[g])
                 p = Pmapping(einsum, tuple(nodes) + (Compute(unit.name),))
                 try:
-                    validate_pmapping(normalize(p, workload), workload, arch)
+                    validate_pmapping(p, workload, arch)
                 except MappingError:
                     continue
                 yield p
