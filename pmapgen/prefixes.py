@@ -49,6 +49,7 @@ from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots, space
+from pmapgen.tiling import tiling_lower_bound
 from pmapgen.tiles import divisor_chains
 from workloads.model import Workload
 
@@ -960,11 +961,15 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
         if stopped_by:  # not started: its first rows' floors bound it
             low = min(low, _first_floor(einsum, workload, arch, unit.name, constraints))
             continue
+        boxes = tiling_lower_bound(einsum, workload, arch, unit.name, constraints) if budget is not None else None
+        if boxes is not None and boxes > budget * (1 + BUDGET_RTOL):  # nothing on this unit is within the budget
+            low = min(low, boxes)
+            continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
         stopped_by = search.run(deadline, root)
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         if budget is not None:
-            low = min(low, search.lower_bound())
+            low = min(low, max(search.lower_bound(), boxes or 0.0))
         if not stopped_by:
             rows += [r for r in (_within(template_rows(t, tiles, workload, arch), budget)
                                  for t, tiles in search.survivors(objectives)) if len(r.tiles)]
@@ -1015,8 +1020,10 @@ def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceil
 def energy_lower_bound(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None) -> float:
     """A lower bound (pJ) on the energy of every pmapping of `einsum`: the least energy floor
     (`pmapgen.bounds`) of the prefix search's first partial pmappings, each of which every
-    pmapping extends. Cheap (the search stops there: a budget of -inf cuts every row)."""
-    return min(_first_floor(einsum, workload, arch, unit.name, constraints)
+    pmapping extends, or the nested-box bound of `pmapgen.tiling` where it is higher. Cheap
+    (the search stops there: a budget of -inf cuts every row)."""
+    return min(max(_first_floor(einsum, workload, arch, unit.name, constraints),
+                   tiling_lower_bound(einsum, workload, arch, unit.name, constraints) or 0.0)
                for unit in arch.computes_for(workload.einsum(einsum)))
 
 
@@ -1034,7 +1041,8 @@ def part_floor(einsum: str, workload: Workload, arch: Arch, constraints: Constra
     for unit in arch.computes_for(e):
         n = _root_count(e, workload, arch, unit.name, constraints)
         if part < first + n:
-            return _first_floor(einsum, workload, arch, unit.name, constraints, part - first)
+            return max(_first_floor(einsum, workload, arch, unit.name, constraints, part - first),
+                       tiling_lower_bound(einsum, workload, arch, unit.name, constraints) or 0.0)
         first += n
     raise ValueError(f"{einsum} has no part {part}")
 
