@@ -20,13 +20,7 @@ from pmapgen.tiling import tiling_lower_bound
 from tests.oracle import all_pmappings
 from tests.strategies import arch_specs_
 from tests.test_pmapgen import SETTINGS, small_problems
-
-STATS: dict = {}
-
-
-def _bump(key: str, n: int = 1) -> None:
-    STATS[key] = STATS.get(key, 0) + n
-
+from tests.test_search import _bump
 
 @st.composite
 def coupled_problems(draw):
