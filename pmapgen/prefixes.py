@@ -75,6 +75,7 @@ class Record:
     batch: np.ndarray  # per row: its batch
     parent: np.ndarray  # per row: its row in the parent record
     tiles: np.ndarray  # per row: the tiles of the move's loops
+    key: "Key | None" = None  # the key processed (None: a root's record)
 
 
 @dataclass
@@ -402,7 +403,7 @@ class _Search:
         n = len(cols["batch"])
         self.stats.kept += n
         self.records.append(Record(waiting.batches, _narrow(cols.pop("batch")), _narrow(cols["row"]),
-                                   _narrow(cols.pop("tiles"))))
+                                   _narrow(cols.pop("tiles")), key))
         rid = len(self.records) - 1
         cols["row"] = np.arange(n, dtype=np.int64)
         if key.prefix.done(self.sp):
@@ -793,6 +794,22 @@ class _Search:
                               if self.mirror.asymmetric(self._structures[int(f["sid"][rows[which[0]]])])]
                 out += [(_template(self.e.name, self.unit, nodes), tiles) for nodes, tiles in paths]
         return out
+
+    def leading(self, limit: float) -> list[np.ndarray]:
+        """Per record, which of its rows lead to a done row of at most `limit` energy: what
+        an exact floor would have kept at a budget of `limit` (`benchmarks/headroom.py`
+        compares it with what the search kept). Records follow their parents, so one
+        pass from the last marks every ancestor."""
+        marks = [np.zeros(len(r.batch), dtype=bool) for r in self.records]
+        for _, rid, final in self.done:
+            marks[rid] |= final["energy"] <= limit * (1 + BUDGET_RTOL)
+        for rid in range(len(self.records) - 1, -1, -1):
+            rec, mark = self.records[rid], marks[rid]
+            if rec.batches[0][0] is None or not mark.any():
+                continue
+            for b in np.unique(rec.batch[mark]):
+                marks[rec.batches[b][0]][rec.parent[mark & (rec.batch == b)]] = True
+        return marks
 
     def _trace(self, rid: int, rows: np.ndarray) -> list[tuple[list, np.ndarray, np.ndarray]]:
         """(nodes, tiles per row, positions in `rows`) of every path that led to these rows."""
