@@ -11,7 +11,8 @@ seconds, the rows kept at processed prefixes and how many of them lead to a done
 within the budget (`_Search.leading`: what a floor equal to each row's least completion
 would have kept; the rest were extended for nothing), and the same for prefixes.
 `--by-prefix` splits the last slack's figures by the deepest level with a storage node,
-the loops placed and whether the search is past its fused part (F): where the floor is
+the kind of the last move (storage, spatial or temporal loop) and whether the rows are
+past their fused part (F, the last shared on-chip backing placed): where the floor is
 loose (docs/mapper.md, "Step 22").
 """
 from __future__ import annotations
@@ -60,18 +61,18 @@ def main() -> None:
                 kept, leading, prefixes, useful = kept + n, leading + m, prefixes + 1, useful + bool(m)
                 if rec.key is not None:
                     p = rec.key.prefix
-                    cell = by[unit.name, p.deepest, p.depth, "F" if rec.key.depth_f is not None else "-"]
+                    cell = by[unit.name, p.deepest, p.last, "F" if rec.key.depth_f is not None else "-"]
                     cell[0], cell[1], cell[2], cell[3] = cell[0] + n, cell[1] + m, cell[2] + 1, cell[3] + bool(m)
         print(f"  within {slack}x ({budget / 1e9:.4f} mJ): {time.perf_counter() - start:.1f} s; rows kept {kept}, "
               f"leading within the budget {leading} ({leading / max(kept, 1):.1%}); prefixes {prefixes}, "
               f"leading {useful} ({useful / max(prefixes, 1):.1%})", flush=True)
     if args.by_prefix:
         path = {u.name: [m.name for m in a.path(u.name)] for u in a.computes_for(w.einsum(args.einsum))}
-        print(f"  by prefix at {args.slack[-1]}x: unit, deepest level with a node, loops placed, F: "
+        print(f"  by prefix at {args.slack[-1]}x: unit, deepest level with a node, last move, F: "
               "rows kept, leading; prefixes, leading")
-        for (unit, deepest, depth, f), (n, m, p, u) in sorted(by.items()):
-            level = path[unit][deepest] if deepest >= 0 else "(root)"
-            print(f"    {unit:7s} {level:13s} {depth:2d} {f}  {n:9d} {m:7d} ({m / max(n, 1):6.1%})  {p:6d} {u:5d}")
+        for (unit, deepest, last, f), (n, m, p, u) in sorted(by.items()):
+            level = path[unit][deepest] if deepest >= 0 else "(none)"
+            print(f"    {unit:7s} {level:13s} {last:8s} {f}  {n:9d} {m:7d} ({m / max(n, 1):6.1%})  {p:6d} {u:5d}")
 
 
 if __name__ == "__main__":
