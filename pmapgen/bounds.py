@@ -19,7 +19,13 @@ paying its link, ending in the leaf accesses at the last node.
 - The leaf is `looptree.model.leaf_counts`: once per operation divided by the spread
   below the last node, at most the spread since the innermost node (if it is the last)
   times what the fanouts below the last node's level that may still get spatial loops
-  offer.
+  offer. A dim of such a fanout spreads a tensor only by loops over rank variables the
+  tensor lacks (`looptree.model._spreads`) that the dim may run, and the spatial loops
+  still to come over a rank variable split at most the extent a partial pmapping has
+  left of it: each dim offers at most the least of its size and the product of those
+  extents (forty-second session; at batch 1, Q's keyed search with I in DRAM within 1.1x
+  its minimum kept 1.29 M rows before and 0.19 M after, the same 14,984 leading to a
+  pmapping within it: docs/mapper.md, "Step 22").
 - A tensor with no node yet starts at its on-chip backing (no link: its backing).
 - Refetch a tile forces (eleventh session): a node at level c holds at most what c holds
   per instance, and the spatial loops still possible above c split a tile by at most the
@@ -49,7 +55,7 @@ import numba
 import numpy as np
 
 from arch.model import Arch
-from looptree.model import leaf_counts, link_counts
+from looptree.model import _spreads, leaf_counts, link_counts
 from pmapgen.capacity import capacity_unit
 from pmapgen.templates import Space
 from workloads.model import Einsum, Workload
@@ -68,6 +74,10 @@ class EnergyFloor:
     fanout: dict  # fanout level index -> instances it offers (the product of its dims' sizes)
     room: dict  # (level index, tensor) -> the most values of the tensor one instance of the level holds
     ranks: np.ndarray  # (tensor, rank variable) -> how often the rank variable indexes it (`_floor`)
+    fan_levels: tuple  # the fanout levels' indices, in order: axis 0 of the two below
+    dim_spread: np.ndarray  # (fanout level, dim, tensor) -> the dim's size if it multicasts (reduces) t, else 1
+    dim_ranks: np.ndarray  # (fanout level, dim, tensor, rank variable) -> whether the dim may run a loop over
+    #   it that multicasts (reduces) t: t lacks it. A spread is at most the extents left of those (`_floor`)
 
 
 def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
@@ -89,8 +99,19 @@ def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
     fanout = {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout}
     ranks = np.array([[einsum.use(t).ranks.count(r) for r in einsum.rank_variables] for t in einsum.tensors],
                      dtype=np.int64)
+    fan_levels = tuple(sorted(fanout))
+    n_dims = max((len(path[k].fanout) for k in fan_levels), default=1)
+    dim_spread = np.ones((max(len(fan_levels), 1), n_dims, len(einsum.tensors)), np.int64)
+    dim_ranks = np.zeros(dim_spread.shape + (len(einsum.rank_variables),), np.bool_)
+    for a, k in enumerate(fan_levels):
+        for b, d in enumerate(path[k].fanout):
+            for c, t in enumerate(einsum.tensors):
+                if d.reduce if einsum.is_output(t) else d.multicast:
+                    dim_spread[a, b, c] = d.size
+                    for r_i, r in enumerate(einsum.rank_variables):
+                        dim_ranks[a, b, c, r_i] = _spreads(einsum, t, r, d) and d.allows(einsum, [r])
     return EnergyFloor(sp, bits, ops, ops * arch.compute(sp.unit).energy, spread, energy, tuple(tight), fanout,
-                       room, ranks)
+                       room, ranks, fan_levels, dim_spread, dim_ranks)
 
 
 def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset) -> "_Plan":
@@ -206,10 +227,13 @@ def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.
 
 @numba.njit(cache=True)
 def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compute_pJ, ops, ranks, way_tensor,
-           n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices):
+           n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices,
+           const_open, leaf_open, dim_spread, dim_ranks):
     """`child_floors` per child: its inputs from its parent's (`Step`), each way down's cost
     (`_Plan`), the least over capacity choices of their sums, plus the energy so far and
-    the compute's."""
+    the compute's. A leaf's spread at a fanout level still open is at most, per dim, the
+    least of its size and the extents left of the rank variables it may spread the tensor
+    over (spatial loops below split what is left)."""
     n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
     n_inputs = source.shape[0]
     q = np.empty(n_inputs, dtype=np.int64)
@@ -218,6 +242,9 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
     refetched = np.empty(n_tensors, dtype=np.int64)
     ways = np.empty(n_ways)
     out = np.empty(n)
+    n_fan, n_dims = dim_spread.shape[0], dim_spread.shape[1]
+    capped = np.ones((n_tensors, n_fan), dtype=np.int64)  # per tensor and fanout level: the most spread left
+    ratio = np.ones((n_tensors, n_fan))  # the dims' sizes over it
     dead = False
     for i in range(n):
         r = rows[i]
@@ -243,6 +270,18 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
                     v *= q[k]
             flat = inst * v
             values[t], moved[t], refetched[t] = v, q[n_ranks + t] * flat, time * flat
+            for a in range(n_fan):
+                full, most = np.int64(1), np.int64(1)
+                for b in range(n_dims):
+                    size = dim_spread[a, b, t]
+                    if size > 1:
+                        left = np.int64(1)
+                        for k in range(n_ranks):
+                            if dim_ranks[a, b, t, k]:
+                                left *= q[k]
+                        full *= size
+                        most *= min(size, left)
+                capped[t, a], ratio[t, a] = most, full / most
         for w in range(n_ways):
             t = way_tensor[w]
             between = q[n_ranks + n_tensors + t]
@@ -255,11 +294,19 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
                     if v > limit[w, j, k]:  # the link's node forces a temporal loop: refetched, not moved
                         over += coef[w, j, k]
                 first = refetched[t] if v > parent_limit[w, j] else m
-                x = m * coef_sum[w, j] + more * over + (first // between) * parent[w, j] + const[w, j]
+                leaf = const[w, j]
+                for a in range(n_fan):
+                    if const_open[w, j, a]:
+                        leaf *= ratio[t, a]
+                x = m * coef_sum[w, j] + more * over + (first // between) * parent[w, j] + leaf
                 if x < best:
                     best = x
             if has_leaf[w]:
-                x = leaf_pj[w] * (ops // (between * leaf_spread[w]))
+                spread = np.int64(1)
+                for a in range(n_fan):
+                    if leaf_open[w, a]:
+                        spread *= capped[t, a]
+                x = leaf_pj[w] * (ops // (between * spread))
                 if x < best:
                     best = x
             ways[w] = best
@@ -312,8 +359,10 @@ def box_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.nd
 
 @numba.njit(cache=True)
 def _box_floor(ints, energy, rows, low, high, source, powers, compute_pJ, ops, ranks, way_tensor, n_pieces, coef_sum,
-               coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices):
-    """`box_floors` per row: `_floor`'s terms at their better ends of the box."""
+               coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices, const_open,
+               leaf_open, dim_spread, dim_ranks):
+    """`box_floors` per row: `_floor`'s terms at their better ends of the box (the spreads
+    left uncapped by the extents: a lower bound still)."""
     n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
     n_inputs, n_loops = source.shape[0], powers.shape[1]
     base = np.empty(n_inputs)
@@ -429,16 +478,19 @@ def _pack(f: EnergyFloor, ways: tuple, choices: list) -> tuple:
     coef, limit = np.zeros((w, n_p, n_l)), np.full((w, n_p, n_l), np.inf)
     n_pieces, has_leaf = np.zeros(w, np.int64), np.zeros(w, np.bool_)
     leaf_pj, leaf_spread = np.zeros(w), np.ones(w, np.int64)
+    n_fan = max(len(f.fan_levels), 1)
+    const_open, leaf_open = np.zeros((w, n_p, n_fan), np.bool_), np.zeros((w, n_fan), np.bool_)
     for i, (_, (p, leaf)) in enumerate(ways):
         if p is not None:
             k, links = p[1].shape
             n_pieces[i] = k
             coef_sum[i, :k], coef[i, :k, :links], limit[i, :k, :links] = p[0], p[1], p[2]
-            parent[i, :k], parent_limit[i, :k], const[i, :k] = p[3], p[4], p[5]
+            parent[i, :k], parent_limit[i, :k], const[i, :k], const_open[i, :k] = p[3], p[4], p[5], p[6]
         if leaf is not None:
-            has_leaf[i], leaf_pj[i], leaf_spread[i] = True, leaf[0], leaf[1]
+            has_leaf[i], leaf_pj[i], leaf_spread[i], leaf_open[i] = True, leaf[0], leaf[1], leaf[2]
     return (np.array([tensors.index(t) for t, _ in ways], dtype=np.int64), n_pieces, coef_sum, coef, limit,
-            parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, np.array(choices, dtype=np.int64))
+            parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, np.array(choices, dtype=np.int64),
+            const_open, leaf_open, f.dim_spread, f.dim_ranks)
 
 
 def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozenset, kept_out: frozenset) -> tuple:
@@ -448,7 +500,7 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
     sp = f.space
     out_t = sp.einsum.is_output(t)
     if k is None and not candidates:
-        return None, (0.0, 1)
+        return None, (0.0, 1, _open_below(f, len(sp.path), placed))
     tails = _tails(f, t, placed, kept_out)
     pieces = []  # (links as (coef, threshold), parent coef, parent threshold, leaf)
     if k is None:
@@ -456,7 +508,8 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
         leaf = None
     else:
         leaf = None if _skips(sp.must[t], k, None) else \
-            (_pj(f, t, [leaf_counts(out_t, sp.path[k], 1, 1)]), _spread_below(f, t, k, placed))
+            (_pj(f, t, [leaf_counts(out_t, sp.path[k], 1, 1)]), _spread_below(f, t, k, placed),
+             _open_below(f, k, placed))
         for c in candidates:
             if c in tails and not _skips(sp.must[t], k, c):
                 # the link is linear in the values moved into c (its side) and those over between (the parent's)
@@ -474,7 +527,8 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
         for i, (a, x) in enumerate(links):
             coef[j, i], limit[j, i] = a, x
     return (coef.sum(axis=1), coef, limit, np.array([p[1] for p in pieces], dtype=np.float64),
-            np.array([p[2] for p in pieces], dtype=np.float64), np.array([p[3] for p in pieces], dtype=np.float64)), leaf
+            np.array([p[2] for p in pieces], dtype=np.float64), np.array([p[3][0] for p in pieces], dtype=np.float64),
+            np.array([_open_below(f, p[3][1], placed) for p in pieces], dtype=np.bool_).reshape(len(pieces), -1)), leaf
 
 
 def _limit(f: EnergyFloor, t: str, c: int, placed: frozenset) -> float:
@@ -492,7 +546,7 @@ def _tails(f: EnergyFloor, t: str, placed: frozenset, kept_out: frozenset) -> di
     (links, leaf): the links as (coef, threshold) per node after c, costing coef times the
     values moved into it (`energy_floor`), where a node's threshold is the least `_limit`
     of c and the nodes before it (a temporal loop before any of them comes before it too),
-    and the leaf's constant. A later node's links have no parent placed yet (spread 1) and
+    and the leaf as (its constant, the last node's level). A later node's links have no parent placed yet (spread 1) and
     no partial sums, so each is linear in the values it moves."""
     sp = f.space
     out_t = sp.einsum.is_output(t)
@@ -500,7 +554,7 @@ def _tails(f: EnergyFloor, t: str, placed: frozenset, kept_out: frozenset) -> di
     tails: dict = {}
     for c in sorted(levels, reverse=True):
         ways = [] if _skips(sp.must[t], c, None) else \
-            [((), _pj(f, t, [leaf_counts(out_t, sp.path[c], f.ops, _spread_below(f, t, c, placed))]))]
+            [((), (_pj(f, t, [leaf_counts(out_t, sp.path[c], f.ops, _spread_below(f, t, c, placed))]), c))]
         x = _limit(f, t, c, placed)
         for c2 in (y for y in levels if y > c and not _skips(sp.must[t], c, y)):
             a = _pj(f, t, link_counts(out_t, sp.path[c2], sp.path[c], 1, 1, 1, 1, 1))
@@ -517,6 +571,12 @@ def _pj(f: EnergyFloor, t: str, counts) -> np.ndarray | float:
 def _skips(must, a: int, b: int | None) -> bool:
     """Whether a node at level a followed by one at b (None: the leaf) skips a level in `must`."""
     return any(a < m and (b is None or m < b) for m in must)
+
+
+def _open_below(f: EnergyFloor, c: int, placed: frozenset) -> np.ndarray:
+    """Per fanout level (`EnergyFloor.fan_levels`), whether it is below level c and may
+    still get spatial loops: the levels `_spread_below` multiplies."""
+    return np.array([j > c and j not in placed for j in f.fan_levels] or [False], dtype=np.bool_)
 
 
 def _spread_below(f: EnergyFloor, t: str, c: int, placed: frozenset) -> int:

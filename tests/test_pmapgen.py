@@ -672,3 +672,27 @@ def test_structures_with_the_same_fused_events_in_another_order_share_a_key_and_
     Recorded("Z", w, a, "MAC", Constraints(), ("energy", "latency")).run(None)
     assert any(len(orders) > 1 for orders in shared)
     same_frontiers(w, a)
+
+
+@st.composite
+def array_problems(draw):
+    """A matmul on three levels whose last holds one value and sits under a small systolic
+    array (a dim that multicasts inputs over rank variables some input lacks, one that
+    reduces the output over reduced ones; tpuv4i's shape in small): the spreads the floor
+    caps by the extents a partial pmapping has left."""
+    m, k, n = (draw(st.sampled_from([2, 4, 8])) for _ in range(3))
+    w = workloads.load({"name": "array", "rank_sizes": {"m": m, "k": k, "n": n}, "bits": 8,
+                        "einsums": ["Z[m,n] = A[m,k] * B[k,n]"]})
+    spec = draw(arch_specs_(min_levels=3, max_levels=3, fanouts=False, capacities=["16 B", "32 B", "64 B", "inf"]))
+    spec["levels"][2]["capacity"] = "1 values"
+    spec["levels"][2]["fanout"] = {
+        "X": {"size": draw(st.sampled_from([2, 4])), "multicast": True, "reduce": False, "iterates": "multicast"},
+        "Y": {"size": draw(st.sampled_from([2, 4])), "multicast": False, "reduce": True, "iterates": "reduced"}}
+    return w, arch_specs.load(spec)
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(array_problems())
+def test_every_partial_pmapping_s_floor_is_at_most_its_completions_energy_under_an_array(problem):
+    """As above, where the spreads left to a partial pmapping are capped by its extents."""
+    assert floors_below_completions(problem) > 0
