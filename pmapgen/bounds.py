@@ -16,6 +16,14 @@ paying its link, ending in the leaf accesses at the last node.
   tensor adds as much to the instances as to the spread, so neither the moved values nor
   the parent's accesses can fall below these. The first link divides by the spread since
   the innermost node; later ones (their parent is not placed yet) by nothing.
+- The output's first link also moves its partial sums, (F - D) x instances x values
+  over the spread (F fills, D distinct tiles: `link_counts`), read from the innermost
+  node and written into the next (forty-third session). That count does not fall as
+  loops are placed: a temporal loop over a rank variable the output has multiplies F and
+  D by its bound and divides the tile by it, one over a rank it lacks leaves D and may
+  only raise F (it counts in F once an indexing loop follows), and a spatial loop adds to
+  the instances what it adds to the spread, or more. Later links' partial sums are left
+  out (their fills are not known yet).
 - The leaf is `looptree.model.leaf_counts`: once per operation divided by the spread
   below the last node, at most the spread since the innermost node (if it is the last)
   times what the fanouts below the last node's level that may still get spatial loops
@@ -127,11 +135,17 @@ def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset)
 
 def floor_inputs(f: EnergyFloor, cols: dict) -> tuple[np.ndarray, np.ndarray]:
     """The columns a floor reads, per row: (integers: each rank variable's extent, each
-    tensor's fills, each tensor's spread `between`, instances, time; the energy so far)."""
+    tensor's fills, each tensor's spread `between`, each tensor's distinct tiles (the
+    product of the temporal bounds of its ranks: `looptree.model.storage_tile`'s D),
+    instances, time; the energy so far)."""
     e = f.space.einsum
-    names = ([f"e:{r}" for r in e.rank_variables] + [f"f:{t}" for t in e.tensors] + [f"b:{t}" for t in e.tensors]
-             + ["inst", "time"])
-    return (np.column_stack([cols[c] for c in names]).astype(np.int64, copy=False),
+    n = len(cols["energy"])
+    # (an input's partial sums are none: its distinct tiles are not read, held as 0)
+    distinct = [np.broadcast_to(math.prod(cols[f"t:{r}"] for r in e.use(t).ranks) if e.is_output(t) else 0, n)
+                for t in e.tensors]
+    ints = ([cols[f"e:{r}"] for r in e.rank_variables] + [cols[f"f:{t}"] for t in e.tensors]
+            + [cols[f"b:{t}"] for t in e.tensors] + distinct + [cols["inst"], cols["time"]])
+    return (np.column_stack(ints).astype(np.int64, copy=False),
             np.ascontiguousarray(cols["energy"], dtype=np.float64))
 
 
@@ -160,7 +174,7 @@ def _identity_step(n: int) -> Step:
 
 
 def identity_step(f: EnergyFloor) -> Step:
-    return _identity_step(len(f.space.einsum.rank_variables) + 2 * len(f.space.einsum.tensors) + 2)
+    return _identity_step(len(f.space.einsum.rank_variables) + 3 * len(f.space.einsum.tensors) + 2)
 
 
 @lru_cache(maxsize=1 << 12)
@@ -175,16 +189,20 @@ def loop_step(e: Einsum, loops: tuple, closed: frozenset) -> Step:
     ranks, tensors = e.rank_variables, e.tensors
     sym = lambda name: sympy.Symbol(name, positive=True, integer=True)
     parent = ([sym(f"e_{r}") for r in ranks] + [sym(f"f_{t}") for t in tensors] + [sym(f"b_{t}") for t in tensors]
-              + [sym("inst"), sym("time")])
-    above = Above(extents=dict(zip(ranks, parent)), temporal={r: sym(f"t_{r}") for r in ranks},
+              + [sym(f"d_{t}") for t in tensors] + [sym("inst"), sym("time")])
+    temporal = {r: sym(f"t_{r}") for r in ranks}
+    above = Above(extents=dict(zip(ranks, parent)), temporal=temporal,
                   time=parent[-1], fills=dict(zip(tensors, parent[len(ranks):])),
                   instances=parent[-2], between=dict(zip(tensors, parent[len(ranks) + len(tensors):])),
                   depth=0, lifetime={t: 0 for t in tensors})
     bounds = [sym(f"bound_{i}") for i in range(len(loops))]
     for (rank, dim), b in zip(loops, bounds):
         above = after_loop(above, e, rank, b, dim)
+    # a tensor's distinct tiles grow by the temporal bounds over its ranks: its parent input times those
+    grown = [sympy.Mul(*(above.temporal[r] / temporal[r] for r in e.use(t).ranks)) for t in tensors]
     child = ([above.extents[r] for r in ranks] + [0 if t in closed else above.fills[t] for t in tensors]
-             + [above.between[t] for t in tensors] + [above.instances, above.time])
+             + [above.between[t] for t in tensors] + [sym(f"d_{t}") * g for t, g in zip(tensors, grown)]
+             + [above.instances, above.time])
     source = np.full(len(child), -1, dtype=np.int64)
     powers = np.zeros((len(child), len(loops)), dtype=np.int64)
     for q, x in enumerate(child):
@@ -228,12 +246,14 @@ def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.
 @numba.njit(cache=True)
 def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compute_pJ, ops, ranks, way_tensor,
            n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices,
-           const_open, leaf_open, dim_spread, dim_ranks):
+           const_open, leaf_open, dim_spread, dim_ranks, psum):
     """`child_floors` per child: its inputs from its parent's (`Step`), each way down's cost
     (`_Plan`), the least over capacity choices of their sums, plus the energy so far and
     the compute's. A leaf's spread at a fanout level still open is at most, per dim, the
     least of its size and the extents left of the rank variables it may spread the tensor
-    over (spatial loops below split what is left)."""
+    over (spatial loops below split what is left). A first link of the output also moves
+    its partial sums: (fills - distinct) x instances x values over the spread, times
+    `psum` (module docstring)."""
     n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
     n_inputs = source.shape[0]
     q = np.empty(n_inputs, dtype=np.int64)
@@ -243,6 +263,7 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
     ways = np.empty(n_ways)
     out = np.empty(n)
     n_fan, n_dims = dim_spread.shape[0], dim_spread.shape[1]
+    partial = np.empty(n_tensors, dtype=np.int64)  # the partial sums a first link moves, before the spread
     capped = np.ones((n_tensors, n_fan), dtype=np.int64)  # per tensor and fanout level: the most spread left
     ratio = np.ones((n_tensors, n_fan))  # the dims' sizes over it
     dead = False
@@ -270,6 +291,7 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
                     v *= q[k]
             flat = inst * v
             values[t], moved[t], refetched[t] = v, q[n_ranks + t] * flat, time * flat
+            partial[t] = max(q[n_ranks + t] - q[n_ranks + 2 * n_tensors + t], 0) * flat
             for a in range(n_fan):
                 full, most = np.int64(1), np.int64(1)
                 for b in range(n_dims):
@@ -298,7 +320,8 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
                 for a in range(n_fan):
                     if const_open[w, j, a]:
                         leaf *= ratio[t, a]
-                x = m * coef_sum[w, j] + more * over + (first // between) * parent[w, j] + leaf
+                x = (m * coef_sum[w, j] + more * over + (first // between) * parent[w, j] + leaf
+                     + (partial[t] // between) * psum[w, j])
                 if x < best:
                     best = x
             if has_leaf[w]:
@@ -360,9 +383,9 @@ def box_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.nd
 @numba.njit(cache=True)
 def _box_floor(ints, energy, rows, low, high, source, powers, compute_pJ, ops, ranks, way_tensor, n_pieces, coef_sum,
                coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices, const_open,
-               leaf_open, dim_spread, dim_ranks):
+               leaf_open, dim_spread, dim_ranks, psum):
     """`box_floors` per row: `_floor`'s terms at their better ends of the box (the spreads
-    left uncapped by the extents: a lower bound still)."""
+    left uncapped by the extents and the partial sums `psum` left out: a lower bound still)."""
     n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
     n_inputs, n_loops = source.shape[0], powers.shape[1]
     base = np.empty(n_inputs)
@@ -434,7 +457,9 @@ class _Plan:
     moved into a node whose threshold is x (`refetched` if values > x, else `moved`):
     sum over its links i of coef[j, i] * M(limit[j, i]), plus parent[j] * (M(parent_limit[j])
     // between) (the parent's side of a first link from the innermost node), plus const[j]
-    (its leaf). `pieces` = (coef's row sums, coef, limit, parent, parent_limit, const).
+    (its leaf), plus psum[j] * (partial sums // between) (the output's, on a first link).
+    `pieces` = (coef's row sums, coef, limit, parent, parent_limit, const, open fanouts
+    below its leaf, psum).
     `packed`: the same as arrays for the compiled `_floor` (`_pack`)."""
     ways: tuple
     choices: tuple
@@ -477,7 +502,7 @@ def _pack(f: EnergyFloor, ways: tuple, choices: list) -> tuple:
     coef_sum, parent, parent_limit, const = (np.zeros((w, n_p)) for _ in range(4))
     coef, limit = np.zeros((w, n_p, n_l)), np.full((w, n_p, n_l), np.inf)
     n_pieces, has_leaf = np.zeros(w, np.int64), np.zeros(w, np.bool_)
-    leaf_pj, leaf_spread = np.zeros(w), np.ones(w, np.int64)
+    leaf_pj, leaf_spread, psum = np.zeros(w), np.ones(w, np.int64), np.zeros((w, n_p))
     n_fan = max(len(f.fan_levels), 1)
     const_open, leaf_open = np.zeros((w, n_p, n_fan), np.bool_), np.zeros((w, n_fan), np.bool_)
     for i, (_, (p, leaf)) in enumerate(ways):
@@ -486,11 +511,12 @@ def _pack(f: EnergyFloor, ways: tuple, choices: list) -> tuple:
             n_pieces[i] = k
             coef_sum[i, :k], coef[i, :k, :links], limit[i, :k, :links] = p[0], p[1], p[2]
             parent[i, :k], parent_limit[i, :k], const[i, :k], const_open[i, :k] = p[3], p[4], p[5], p[6]
+            psum[i, :k] = p[7]
         if leaf is not None:
             has_leaf[i], leaf_pj[i], leaf_spread[i], leaf_open[i] = True, leaf[0], leaf[1], leaf[2]
     return (np.array([tensors.index(t) for t, _ in ways], dtype=np.int64), n_pieces, coef_sum, coef, limit,
             parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, np.array(choices, dtype=np.int64),
-            const_open, leaf_open, f.dim_spread, f.dim_ranks)
+            const_open, leaf_open, f.dim_spread, f.dim_ranks, psum)
 
 
 def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozenset, kept_out: frozenset) -> tuple:
@@ -502,9 +528,9 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
     if k is None and not candidates:
         return None, (0.0, 1, _open_below(f, len(sp.path), placed))
     tails = _tails(f, t, placed, kept_out)
-    pieces = []  # (links as (coef, threshold), parent coef, parent threshold, leaf)
+    pieces = []  # (links as (coef, threshold), parent coef, parent threshold, leaf, partial sums' coef)
     if k is None:
-        pieces = [(links, 0.0, math.inf, b) for c in candidates if c in tails for links, b in tails[c]]
+        pieces = [(links, 0.0, math.inf, b, 0.0) for c in candidates if c in tails for links, b in tails[c]]
         leaf = None
     else:
         leaf = None if _skips(sp.must[t], k, None) else \
@@ -516,19 +542,23 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
                 counts = link_counts(out_t, sp.path[c], sp.path[k], 1, 1, 1, 1, 1)
                 child = _pj(f, t, [x for x in counts if x[1] == sp.path[c]])
                 parent = _pj(f, t, [x for x in counts if x[1] == sp.path[k]])
+                # per partial sum (fills one more than distinct tiles); 0 for an input
+                psum = (_pj(f, t, link_counts(out_t, sp.path[c], sp.path[k], 1, 2, 1, 1, 1))
+                        - _pj(f, t, link_counts(out_t, sp.path[c], sp.path[k], 1, 2, 2, 1, 1)))
                 x = _limit(f, t, c, placed)
-                pieces += [(((child, x),) + tuple((a, min(x, y)) for a, y in links), parent, x, b)
+                pieces += [(((child, x),) + tuple((a, min(x, y)) for a, y in links), parent, x, b, psum)
                            for links, b in tails[c]]
     if not pieces:
         return None, leaf
-    width = max(len(links) for links, _, _, _ in pieces) or 1
+    width = max(len(links) for links, *_ in pieces) or 1
     coef, limit = np.zeros((len(pieces), width)), np.full((len(pieces), width), np.inf)
-    for j, (links, _, _, _) in enumerate(pieces):
+    for j, (links, *_) in enumerate(pieces):
         for i, (a, x) in enumerate(links):
             coef[j, i], limit[j, i] = a, x
     return (coef.sum(axis=1), coef, limit, np.array([p[1] for p in pieces], dtype=np.float64),
             np.array([p[2] for p in pieces], dtype=np.float64), np.array([p[3][0] for p in pieces], dtype=np.float64),
-            np.array([_open_below(f, p[3][1], placed) for p in pieces], dtype=np.bool_).reshape(len(pieces), -1)), leaf
+            np.array([_open_below(f, p[3][1], placed) for p in pieces], dtype=np.bool_).reshape(len(pieces), -1),
+            np.array([p[4] for p in pieces], dtype=np.float64)), leaf
 
 
 def _limit(f: EnergyFloor, t: str, c: int, placed: frozenset) -> float:
