@@ -1,5 +1,5 @@
-"""How much of a budgeted prefix search an exact floor would save: of the partial rows the
-search kept (and so extended), the share that lead to a pmapping within the budget.
+"""How much of a budgeted prefix search an exact floor would save: of the prefixes (and
+partial rows) the search processes, the share with a completion within the budget.
 
     python benchmarks/headroom.py --einsum Q --backing I=DRAM [--slack 1.02 1.1]
         [--set batch=1 seq_len=2048] [--by-prefix]
@@ -7,13 +7,16 @@ search kept (and so extended), the share that lead to a pmapping within the budg
 The Einsum of `gpt3` on `tpuv4i` is searched with each backing fixed as given (a keyed
 search of the energy proof fixes some this way), first by rising budgets for its least
 energy, then once per slack at a budget of slack x that least. For each it prints the
-seconds, the rows kept at processed prefixes and how many of them lead to a done row
-within the budget (`_Search.leading`: what a floor equal to each row's least completion
-would have kept; the rest were extended for nothing), and the same for prefixes.
-`--by-prefix` splits the last slack's figures by the deepest level with a storage node,
-the kind of the last move (storage, spatial or temporal loop) and whether the rows are
-past their fused part (F, the last shared on-chip backing placed): where the floor is
-loose (docs/mapper.md, "Step 22").
+search's seconds, prefixes processed and partial rows kept, and then, from the same
+search run without the Pareto prune (`Unpruned`), how many of those prefixes and rows
+have a completion within the budget (`_Search.leading`): what a floor equal to each
+row's least completion would keep. (Measured on the pruned search itself, `leading`
+also drops the rows whose completions a merge later prunes as dominated, which no
+floor could: the forty-second session read it so and overstated the headroom tenfold,
+docs/mapper.md "Step 23".) `--by-prefix` splits the last slack's figures by the
+deepest level with a storage node, the kind of the last move (storage, spatial or
+temporal loop) and whether the rows are past their fused part (F, the last shared
+on-chip backing placed): where the floor is loose.
 """
 from __future__ import annotations
 
@@ -22,10 +25,21 @@ import math
 import time
 from collections import defaultdict
 
+import numpy as np
+
 import arch as arch_specs
 import workloads
 from pmapgen.constraints import Constraints
 from pmapgen.prefixes import _Search, energy_lower_bound, generate_by_rising_budgets
+
+
+class Unpruned(_Search):
+    """The search without the Pareto prune within keys: every row it keeps has each of its
+    completions built (those the floor lets through), so `leading` marks exactly the rows
+    with a completion within the limit."""
+
+    def _frontier(self, key, cols) -> np.ndarray:
+        return np.ones(len(cols["energy"]), dtype=bool)
 
 
 def main() -> None:
@@ -51,25 +65,32 @@ def main() -> None:
     by = defaultdict(lambda: [0, 0, 0, 0])
     for slack in args.slack:
         budget, start = least * slack, time.perf_counter()
-        kept = leading = prefixes = useful = 0
+        searches = [_Search(args.einsum, w, a, unit.name, c, ("energy",), budget)
+                    for unit in a.computes_for(w.einsum(args.einsum))]
+        for search in searches:
+            search.run(None)
+        seconds = time.perf_counter() - start
+        prefixes = sum(s.stats.prefixes for s in searches)
+        kept = sum(s.stats.kept for s in searches)
+        rows = leading = useful = exact_prefixes = 0
         by.clear()
         for unit in a.computes_for(w.einsum(args.einsum)):
-            search = _Search(args.einsum, w, a, unit.name, c, ("energy",), budget)
+            search = Unpruned(args.einsum, w, a, unit.name, c, ("energy",), budget)
             search.run(None)
             for rec, mark in zip(search.records, search.leading(budget)):
                 n, m = len(mark), int(mark.sum())
-                kept, leading, prefixes, useful = kept + n, leading + m, prefixes + 1, useful + bool(m)
+                rows, leading, exact_prefixes, useful = rows + n, leading + m, exact_prefixes + 1, useful + bool(m)
                 if rec.key is not None:
                     p = rec.key.prefix
                     cell = by[unit.name, p.deepest, p.last, "F" if rec.key.depth_f is not None else "-"]
                     cell[0], cell[1], cell[2], cell[3] = cell[0] + n, cell[1] + m, cell[2] + 1, cell[3] + bool(m)
-        print(f"  within {slack}x ({budget / 1e9:.4f} mJ): {time.perf_counter() - start:.1f} s; rows kept {kept}, "
-              f"leading within the budget {leading} ({leading / max(kept, 1):.1%}); prefixes {prefixes}, "
-              f"leading {useful} ({useful / max(prefixes, 1):.1%})", flush=True)
+        print(f"  within {slack}x ({budget / 1e9:.4f} mJ): {seconds:.1f} s, {prefixes} prefixes, {kept} rows kept; "
+              f"unpruned: {exact_prefixes} prefixes, {useful} ({useful / max(exact_prefixes, 1):.1%}) with a "
+              f"completion within the budget; {rows} rows, {leading} ({leading / max(rows, 1):.1%})", flush=True)
     if args.by_prefix:
         path = {u.name: [m.name for m in a.path(u.name)] for u in a.computes_for(w.einsum(args.einsum))}
-        print(f"  by prefix at {args.slack[-1]}x: unit, deepest level with a node, last move, F: "
-              "rows kept, leading; prefixes, leading")
+        print(f"  by prefix at {args.slack[-1]}x, unpruned: unit, deepest level with a node, last move, F: "
+              "rows, with a completion within the budget; prefixes, with one")
         for (unit, deepest, last, f), (n, m, p, u) in sorted(by.items()):
             level = path[unit][deepest] if deepest >= 0 else "(none)"
             print(f"    {unit:7s} {level:13s} {last:8s} {f}  {n:9d} {m:7d} ({m / max(n, 1):6.1%})  {p:6d} {u:5d}")
