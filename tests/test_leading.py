@@ -1,7 +1,7 @@
 """`_Search.leading`: which kept partial rows lead to a done row within an energy limit
 (`benchmarks/headroom.py` reads it, on a search run without the Pareto prune, as what an
-exact floor would keep). Checked against a
-walk from each such done row up its parents, one row at a time."""
+exact floor would keep). Checked against a walk from each such done row up its parents,
+one row at a time."""
 from __future__ import annotations
 
 import numpy as np
