@@ -22,8 +22,12 @@ paying its link, ending in the leaf accesses at the last node.
   loops are placed: a temporal loop over a rank variable the output has multiplies F and
   D by its bound and divides the tile by it, one over a rank it lacks leaves D and may
   only raise F (it counts in F once an indexing loop follows), and a spatial loop adds to
-  the instances what it adds to the spread, or more. Later links' partial sums are left
-  out (their fills are not known yet).
+  the instances what it adds to the spread, or more. Where the next node's level forces
+  a temporal loop over a rank variable the output has (the refetch below), the count is
+  at least (time - D) x instances x values over the spread: just below that loop F is
+  the whole time above it, and the loops between scale time, D, the tile and the
+  instances as above. Later links' partial sums are left out (their fills are not known
+  yet).
 - The leaf is `looptree.model.leaf_counts`: once per operation divided by the spread
   below the last node, at most the spread since the innermost node (if it is the last)
   times what the fanouts below the last node's level that may still get spatial loops
@@ -253,7 +257,8 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
     least of its size and the extents left of the rank variables it may spread the tensor
     over (spatial loops below split what is left). A first link of the output also moves
     its partial sums: (fills - distinct) x instances x values over the spread, times
-    `psum` (module docstring)."""
+    `psum`, with `time` for the fills where the next node forces a temporal loop (module
+    docstring)."""
     n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
     n_inputs = source.shape[0]
     q = np.empty(n_inputs, dtype=np.int64)
@@ -264,6 +269,7 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
     out = np.empty(n)
     n_fan, n_dims = dim_spread.shape[0], dim_spread.shape[1]
     partial = np.empty(n_tensors, dtype=np.int64)  # the partial sums a first link moves, before the spread
+    partial_refetched = np.empty(n_tensors, dtype=np.int64)  # and those once a temporal loop is forced
     capped = np.ones((n_tensors, n_fan), dtype=np.int64)  # per tensor and fanout level: the most spread left
     ratio = np.ones((n_tensors, n_fan))  # the dims' sizes over it
     dead = False
@@ -292,6 +298,7 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
             flat = inst * v
             values[t], moved[t], refetched[t] = v, q[n_ranks + t] * flat, time * flat
             partial[t] = max(q[n_ranks + t] - q[n_ranks + 2 * n_tensors + t], 0) * flat
+            partial_refetched[t] = (time - q[n_ranks + 2 * n_tensors + t]) * flat
             for a in range(n_fan):
                 full, most = np.int64(1), np.int64(1)
                 for b in range(n_dims):
@@ -315,13 +322,15 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
                 for k in range(coef.shape[2]):
                     if v > limit[w, j, k]:  # the link's node forces a temporal loop: refetched, not moved
                         over += coef[w, j, k]
-                first = refetched[t] if v > parent_limit[w, j] else m
+                forced = v > parent_limit[w, j]
+                first = refetched[t] if forced else m
+                sums = partial_refetched[t] if forced else partial[t]
                 leaf = const[w, j]
                 for a in range(n_fan):
                     if const_open[w, j, a]:
                         leaf *= ratio[t, a]
                 x = (m * coef_sum[w, j] + more * over + (first // between) * parent[w, j] + leaf
-                     + (partial[t] // between) * psum[w, j])
+                     + (sums // between) * psum[w, j])
                 if x < best:
                     best = x
             if has_leaf[w]:
