@@ -49,6 +49,9 @@ paying its link, ending in the leaf accesses at the last node.
   link into a node at or after the first node past its limit counts those values
   (`refetched`) instead of fills x instances x values (`moved`): a weight whose
   register holds one value, under a loop over tokens, is read again per token tile.
+  For the first link the room at c is also the row's own (forty-third session): what its
+  nodes placed at c leave of the capacity (`floor_inputs`), since they hold their tiles
+  while the new node holds its own.
 - Capacity couples the tensors at levels too small for one tile of each (a 1-value
   register): every storage node holds at least one value while the compute runs, so the
   tensors with nodes there fit the capacity together. The bound is the least sum over
@@ -90,6 +93,8 @@ class EnergyFloor:
     dim_spread: np.ndarray  # (fanout level, dim, tensor) -> the dim's size if it multicasts (reduces) t, else 1
     dim_ranks: np.ndarray  # (fanout level, dim, tensor, rank variable) -> whether the dim may run a loop over
     #   it that multicasts (reduces) t: t lacks it. A spread is at most the extents left of those (`_floor`)
+    held: tuple  # (level index, name, capacity in its unit) of each finite level below the top (`floor_inputs`)
+    per_unit: dict  # (level index, tensor) -> the units of the level's capacity one value of t takes
 
 
 def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
@@ -100,14 +105,17 @@ def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
     energy = {(kind, m.name): (m.read_energy if kind == "read" else m.write_energy)
               for m in path for kind in ("read", "write")}
     bits = {t: workload.tensors[t].bits for t in einsum.tensors}
-    tight, room = [], {}
+    tight, room, held, per_unit = [], {}, [], {}
     for k, m in enumerate(path):
         unit, capacity = capacity_unit(arch, m.name)
+        if k and capacity != math.inf:
+            held.append((k, m.name, capacity))
         least = {t: (1 if unit == "values" else bits[t]) for t in einsum.tensors if k in sp.allowed[t]}
         if sum(least.values()) > capacity:
             tight.append((k, capacity, least))
         for t in einsum.tensors:
             room[k, t] = capacity if unit == "values" or capacity == math.inf else capacity // bits[t]
+            per_unit[k, t] = 1 if unit == "values" else bits[t]
     fanout = {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout}
     ranks = np.array([[einsum.use(t).ranks.count(r) for r in einsum.rank_variables] for t in einsum.tensors],
                      dtype=np.int64)
@@ -123,7 +131,7 @@ def energy_floor_of(sp: Space, workload: Workload, arch: Arch) -> EnergyFloor:
                     for r_i, r in enumerate(einsum.rank_variables):
                         dim_ranks[a, b, c, r_i] = _spreads(einsum, t, r, d) and d.allows(einsum, [r])
     return EnergyFloor(sp, bits, ops, ops * arch.compute(sp.unit).energy, spread, energy, tuple(tight), fanout,
-                       room, ranks, fan_levels, dim_spread, dim_ranks)
+                       room, ranks, fan_levels, dim_spread, dim_ranks, tuple(held), per_unit)
 
 
 def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset) -> "_Plan":
@@ -137,11 +145,13 @@ def floor_plan(f: EnergyFloor, inner: dict, candidates: dict, placed: frozenset)
                  placed)
 
 
-def floor_inputs(f: EnergyFloor, cols: dict) -> tuple[np.ndarray, np.ndarray]:
+def floor_inputs(f: EnergyFloor, cols: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The columns a floor reads, per row: (integers: each rank variable's extent, each
     tensor's fills, each tensor's spread `between`, each tensor's distinct tiles (the
     product of the temporal bounds of its ranks: `looptree.model.storage_tile`'s D),
-    instances, time; the energy so far)."""
+    instances, time; the energy so far; per level of the path, the room its nodes so far
+    leave in it, in its capacity's unit: loops do not change it, so a child's is its
+    parent's; `_FREE` where the capacity is infinite or untracked)."""
     e = f.space.einsum
     n = len(cols["energy"])
     # (an input's partial sums are none: its distinct tiles are not read, held as 0)
@@ -149,8 +159,12 @@ def floor_inputs(f: EnergyFloor, cols: dict) -> tuple[np.ndarray, np.ndarray]:
                 for t in e.tensors]
     ints = ([cols[f"e:{r}"] for r in e.rank_variables] + [cols[f"f:{t}"] for t in e.tensors]
             + [cols[f"b:{t}"] for t in e.tensors] + distinct + [cols["inst"], cols["time"]])
+    free = np.full((n, len(f.space.path)), _FREE, dtype=np.int64)
+    last = len(e.rank_variables)  # reservations up to the deepest lifetime: every node's tile (`_Search._fits`)
+    for k, name, capacity in f.held:
+        free[:, k] = capacity - cols[f"res:{name}:{last}"] - cols[f"backing:{name}"]
     return (np.column_stack(ints).astype(np.int64, copy=False),
-            np.ascontiguousarray(cols["energy"], dtype=np.float64))
+            np.ascontiguousarray(cols["energy"], dtype=np.float64), free)
 
 
 @dataclass(frozen=True)
@@ -224,16 +238,20 @@ def loop_step(e: Einsum, loops: tuple, closed: frozenset) -> Step:
     return _step(source, powers)
 
 
+_FREE = np.int64(1) << 62  # the room of a level with no capacity to track
+
+
 def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
     """Per row of `cols` (the prefix search's columns), a lower bound on the energy of every
     completion of a prefix whose context gave `plan` (`floor_plan`)."""
-    ints, energy = floor_inputs(f, cols)
-    return child_floors(f, ints, energy, np.arange(len(energy), dtype=np.int64),
+    ints, energy, free = floor_inputs(f, cols)
+    return child_floors(f, ints, energy, free, np.arange(len(energy), dtype=np.int64),
                         np.zeros((len(energy), 0), np.int64), identity_step(f), plan)
 
 
-def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.ndarray, bounds: np.ndarray,
-                 step: Step, plan: "_Plan", threshold: float = np.inf, monotone: bool = False) -> np.ndarray:
+def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, free: np.ndarray, rows: np.ndarray,
+                 bounds: np.ndarray, step: Step, plan: "_Plan", threshold: float = np.inf,
+                 monotone: bool = False) -> np.ndarray:
     """The floor (`energy_floor`) of each child a move's loops would build: parent row
     `rows[i]` (of `floor_inputs`' `ints` and `energy`) with loop bounds `bounds[i]`,
     under `step` (`loop_step`), without building the children's columns.
@@ -243,14 +261,14 @@ def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.
     indexes each tensor at most once: for the tensors it indexes the bound cancels out of
     the values moved, and for the others it only raises the `time` a refetch moves). Then
     once a child's floor exceeds `threshold` the rest of its run are not computed: inf."""
-    return _floor(ints, energy, rows, bounds, step.source, step.terms, threshold, monotone, f.compute_pJ,
+    return _floor(ints, energy, free, rows, bounds, step.source, step.terms, threshold, monotone, f.compute_pJ,
                   np.int64(f.ops), f.ranks, *plan.packed)
 
 
 @numba.njit(cache=True)
-def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compute_pJ, ops, ranks, way_tensor,
+def _floor(ints, energy, free, rows, bounds, source, terms, threshold, monotone, compute_pJ, ops, ranks, way_tensor,
            n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices,
-           const_open, leaf_open, dim_spread, dim_ranks, psum):
+           const_open, leaf_open, dim_spread, dim_ranks, psum, first_level, first_unit, first_fan):
     """`child_floors` per child: its inputs from its parent's (`Step`), each way down's cost
     (`_Plan`), the least over capacity choices of their sums, plus the energy so far and
     the compute's. A leaf's spread at a fanout level still open is at most, per dim, the
@@ -323,6 +341,9 @@ def _floor(ints, energy, rows, bounds, source, terms, threshold, monotone, compu
                     if v > limit[w, j, k]:  # the link's node forces a temporal loop: refetched, not moved
                         over += coef[w, j, k]
                 forced = v > parent_limit[w, j]
+                c = first_level[w, j]
+                if c >= 0 and not forced:  # the room the row's nodes leave at that level
+                    forced = v > (free[r, c] // first_unit[w, j]) * first_fan[w, j]
                 first = refetched[t] if forced else m
                 sums = partial_refetched[t] if forced else partial[t]
                 leaf = const[w, j]
@@ -392,7 +413,7 @@ def box_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.nd
 @numba.njit(cache=True)
 def _box_floor(ints, energy, rows, low, high, source, powers, compute_pJ, ops, ranks, way_tensor, n_pieces, coef_sum,
                coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices, const_open,
-               leaf_open, dim_spread, dim_ranks, psum):
+               leaf_open, dim_spread, dim_ranks, psum, first_level, first_unit, first_fan):
     """`box_floors` per row: `_floor`'s terms at their better ends of the box (the spreads
     left uncapped by the extents and the partial sums `psum` left out: a lower bound still)."""
     n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
@@ -512,6 +533,8 @@ def _pack(f: EnergyFloor, ways: tuple, choices: list) -> tuple:
     coef, limit = np.zeros((w, n_p, n_l)), np.full((w, n_p, n_l), np.inf)
     n_pieces, has_leaf = np.zeros(w, np.int64), np.zeros(w, np.bool_)
     leaf_pj, leaf_spread, psum = np.zeros(w), np.ones(w, np.int64), np.zeros((w, n_p))
+    first_level, first_unit, first_fan = (np.full((w, n_p), -1, np.int64), np.ones((w, n_p), np.int64),
+                                          np.ones((w, n_p), np.int64))
     n_fan = max(len(f.fan_levels), 1)
     const_open, leaf_open = np.zeros((w, n_p, n_fan), np.bool_), np.zeros((w, n_fan), np.bool_)
     for i, (_, (p, leaf)) in enumerate(ways):
@@ -520,12 +543,12 @@ def _pack(f: EnergyFloor, ways: tuple, choices: list) -> tuple:
             n_pieces[i] = k
             coef_sum[i, :k], coef[i, :k, :links], limit[i, :k, :links] = p[0], p[1], p[2]
             parent[i, :k], parent_limit[i, :k], const[i, :k], const_open[i, :k] = p[3], p[4], p[5], p[6]
-            psum[i, :k] = p[7]
+            psum[i, :k], first_level[i, :k], first_unit[i, :k], first_fan[i, :k] = p[7], *p[8].T
         if leaf is not None:
             has_leaf[i], leaf_pj[i], leaf_spread[i], leaf_open[i] = True, leaf[0], leaf[1], leaf[2]
     return (np.array([tensors.index(t) for t, _ in ways], dtype=np.int64), n_pieces, coef_sum, coef, limit,
             parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, np.array(choices, dtype=np.int64),
-            const_open, leaf_open, f.dim_spread, f.dim_ranks, psum)
+            const_open, leaf_open, f.dim_spread, f.dim_ranks, psum, first_level, first_unit, first_fan)
 
 
 def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozenset, kept_out: frozenset) -> tuple:
@@ -539,7 +562,8 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
     tails = _tails(f, t, placed, kept_out)
     pieces = []  # (links as (coef, threshold), parent coef, parent threshold, leaf, partial sums' coef)
     if k is None:
-        pieces = [(links, 0.0, math.inf, b, 0.0) for c in candidates if c in tails for links, b in tails[c]]
+        pieces = [(links, 0.0, math.inf, b, 0.0, -1, 1, 1) for c in candidates if c in tails
+                  for links, b in tails[c]]
         leaf = None
     else:
         leaf = None if _skips(sp.must[t], k, None) else \
@@ -555,8 +579,9 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
                 psum = (_pj(f, t, link_counts(out_t, sp.path[c], sp.path[k], 1, 2, 1, 1, 1))
                         - _pj(f, t, link_counts(out_t, sp.path[c], sp.path[k], 1, 2, 2, 1, 1)))
                 x = _limit(f, t, c, placed)
-                pieces += [(((child, x),) + tuple((a, min(x, y)) for a, y in links), parent, x, b, psum)
-                           for links, b in tails[c]]
+                fan = math.prod(n for j, n in f.fanout.items() if j <= c and j not in placed)  # as in `_limit`
+                pieces += [(((child, x),) + tuple((a, min(x, y)) for a, y in links), parent, x, b, psum, c,
+                            f.per_unit[c, t], fan) for links, b in tails[c]]
     if not pieces:
         return None, leaf
     width = max(len(links) for links, *_ in pieces) or 1
@@ -567,7 +592,8 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
     return (coef.sum(axis=1), coef, limit, np.array([p[1] for p in pieces], dtype=np.float64),
             np.array([p[2] for p in pieces], dtype=np.float64), np.array([p[3][0] for p in pieces], dtype=np.float64),
             np.array([_open_below(f, p[3][1], placed) for p in pieces], dtype=np.bool_).reshape(len(pieces), -1),
-            np.array([p[4] for p in pieces], dtype=np.float64)), leaf
+            np.array([p[4] for p in pieces], dtype=np.float64),
+            np.array([p[5:8] for p in pieces], dtype=np.int64).reshape(len(pieces), 3)), leaf
 
 
 def _limit(f: EnergyFloor, t: str, c: int, placed: frozenset) -> float:

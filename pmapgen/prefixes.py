@@ -558,13 +558,13 @@ class _Search:
         rows' inputs and the bounds (`pmapgen.bounds.child_floors`), computed once per key.
         For one temporal loop the floor does not fall as its bound grows (rows come with
         their bounds ascending), so a row's larger bounds are not tried once one is over."""
-        ints, energy = self._floor_inputs(cols)
+        ints, energy, free = self._floor_inputs(cols)
         loops = tuple((lp.rank_variable, self._dim(lp)) for lp in move.nodes)
         step = self._step(move, prefix)
         threshold = self.budget * (1 + BUDGET_RTOL)
         monotone = len(loops) == 1 and loops[0][1] is None and self._monotone[loops[0][0]]
-        floor = child_floors(self.floor, ints, energy, rows, np.column_stack(bounds), step, self._plan(prefix),
-                             threshold, monotone)
+        floor = child_floors(self.floor, ints, energy, free, rows, np.column_stack(bounds), step,
+                             self._plan(prefix), threshold, monotone)
         if len(floor):
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
         ok = floor <= threshold
@@ -580,13 +580,13 @@ class _Search:
 
     def _box_floors(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray) -> np.ndarray:
         """`_box_cut`'s bound per row."""
-        ints, energy = self._floor_inputs(cols)
+        ints, energy, _ = self._floor_inputs(cols)
         high = np.column_stack([np.minimum(cols[f"e:{lp.rank_variable}"][rows], self._dim(lp).size)
                                 for lp in move.nodes])
         low = np.full(len(move.nodes), 2.0)
         return box_floors(self.floor, ints, energy, rows, low, high, self._step(move, prefix), self._plan(prefix))
 
-    def _floor_inputs(self, cols: dict) -> tuple[np.ndarray, np.ndarray]:
+    def _floor_inputs(self, cols: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`floor_inputs` of the key being extended, stacked once for all its moves."""
         if self._inputs[0] is not cols:
             self._inputs = (cols, floor_inputs(self.floor, cols))
