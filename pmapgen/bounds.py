@@ -149,22 +149,42 @@ def floor_inputs(f: EnergyFloor, cols: dict) -> tuple[np.ndarray, np.ndarray, np
     """The columns a floor reads, per row: (integers: each rank variable's extent, each
     tensor's fills, each tensor's spread `between`, each tensor's distinct tiles (the
     product of the temporal bounds of its ranks: `looptree.model.storage_tile`'s D),
-    instances, time; the energy so far; per level of the path, the room its nodes so far
-    leave in it, in its capacity's unit: loops do not change it, so a child's is its
-    parent's; `_FREE` where the capacity is infinite or untracked)."""
-    e = f.space.einsum
+    instances, time; the energy so far; per finite level (`EnergyFloor.held`), the room
+    its nodes so far leave in it, in its capacity's unit: loops do not change it, so a
+    child's is its parent's)."""
     n = len(cols["energy"])
-    # (an input's partial sums are none: its distinct tiles are not read, held as 0)
-    distinct = [np.broadcast_to(math.prod(cols[f"t:{r}"] for r in e.use(t).ranks) if e.is_output(t) else 0, n)
-                for t in e.tensors]
-    ints = ([cols[f"e:{r}"] for r in e.rank_variables] + [cols[f"f:{t}"] for t in e.tensors]
-            + [cols[f"b:{t}"] for t in e.tensors] + distinct + [cols["inst"], cols["time"]])
-    free = np.full((n, len(f.space.path)), _FREE, dtype=np.int64)
-    last = len(e.rank_variables)  # reservations up to the deepest lifetime: every node's tile (`_Search._fits`)
-    for k, name, capacity in f.held:
-        free[:, k] = capacity - cols[f"res:{name}:{last}"] - cols[f"backing:{name}"]
-    return (np.column_stack(ints).astype(np.int64, copy=False),
-            np.ascontiguousarray(cols["energy"], dtype=np.float64), free)
+    names, products, held = _input_names(f)
+    ints = np.empty((n, len(names)), dtype=np.int64)
+    for j, name in enumerate(names):
+        ints[:, j] = cols[name] if name else 0  # (an input's distinct tiles are not read: its partial sums are none)
+    for j, ranks in products:
+        d = cols[ranks[0]]
+        for name in ranks[1:]:
+            d = d * cols[name]
+        ints[:, j] = d
+    free = np.empty((n, max(len(held), 1)))
+    for i, (capacity, res, backing) in enumerate(held):
+        np.subtract(capacity, cols[res], out=free[:, i])
+        free[:, i] -= cols[backing]
+    return ints, np.ascontiguousarray(cols["energy"], dtype=np.float64), free
+
+
+@lru_cache(maxsize=256)
+def _input_names(f: EnergyFloor) -> tuple:
+    """`floor_inputs`' columns: per integer input its column's name ("" for 0, and for an
+    output's distinct tiles, filled from `products`: (input, its rank variables' `t:`
+    columns)); per finite level (`EnergyFloor.held`: capacity, the columns of what the row holds there:
+    its deepest reservation, every node's tile, as `_Search._fits` reads it, and its
+    backing tiles)."""
+    e = f.space.einsum
+    names = ([f"e:{r}" for r in e.rank_variables] + [f"f:{t}" for t in e.tensors] + [f"b:{t}" for t in e.tensors]
+             + [""] * len(e.tensors) + ["inst", "time"])
+    first = len(e.rank_variables) + 2 * len(e.tensors)
+    products = tuple((first + i, tuple(f"t:{r}" for r in e.use(t).ranks)) for i, t in enumerate(e.tensors)
+                     if e.is_output(t))
+    last = len(e.rank_variables)
+    held = tuple((capacity, f"res:{name}:{last}", f"backing:{name}") for _, name, capacity in f.held)
+    return tuple(names), products, held
 
 
 @dataclass(frozen=True)
@@ -236,9 +256,6 @@ def loop_step(e: Einsum, loops: tuple, closed: frozenset) -> Step:
             else:
                 assert s == inputs[0], x
     return _step(source, powers)
-
-
-_FREE = np.int64(1) << 62  # the room of a level with no capacity to track
 
 
 def energy_floor(f: EnergyFloor, cols: dict, plan: "_Plan") -> np.ndarray:
@@ -342,7 +359,7 @@ def _floor(ints, energy, free, rows, bounds, source, terms, threshold, monotone,
                         over += coef[w, j, k]
                 forced = v > parent_limit[w, j]
                 c = first_level[w, j]
-                if c >= 0 and not forced:  # the room the row's nodes leave at that level
+                if c >= 0 and not forced:  # the room the row's nodes leave at that level (c indexes `held`)
                     forced = v > (free[r, c] // first_unit[w, j]) * first_fan[w, j]
                 first = refetched[t] if forced else m
                 sums = partial_refetched[t] if forced else partial[t]
@@ -580,8 +597,9 @@ def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozens
                         - _pj(f, t, link_counts(out_t, sp.path[c], sp.path[k], 1, 2, 2, 1, 1)))
                 x = _limit(f, t, c, placed)
                 fan = math.prod(n for j, n in f.fanout.items() if j <= c and j not in placed)  # as in `_limit`
-                pieces += [(((child, x),) + tuple((a, min(x, y)) for a, y in links), parent, x, b, psum, c,
-                            f.per_unit[c, t], fan) for links, b in tails[c]]
+                held = [h for h, (k2, _, _) in enumerate(f.held) if k2 == c]
+                pieces += [(((child, x),) + tuple((a, min(x, y)) for a, y in links), parent, x, b, psum,
+                            held[0] if held else -1, f.per_unit[c, t], fan) for links, b in tails[c]]
     if not pieces:
         return None, leaf
     width = max(len(links) for links, *_ in pieces) or 1
