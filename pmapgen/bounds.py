@@ -162,7 +162,7 @@ def floor_inputs(f: EnergyFloor, cols: dict) -> tuple[np.ndarray, np.ndarray, np
         for name in ranks[1:]:
             d = d * cols[name]
         ints[:, j] = d
-    free = np.empty((n, max(len(held), 1)))
+    free = np.zeros((n, max(len(held), 1)))  # (one unread column when no level is finite)
     for i, (capacity, res, backing) in enumerate(held):
         np.subtract(capacity, cols[res], out=free[:, i])
         free[:, i] -= cols[backing]
