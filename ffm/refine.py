@@ -186,26 +186,58 @@ def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame],
 
 
 KEY_ALL_UP_TO = 20000  # keys a wildcard is searched at one by one; past it, grouped (`key_groups`)
+# keys sharing their tensors' backing levels searched once, those levels fixed and the loops
+# above them free, when at least this many (`key_groups`). At batch 1 (forty-fourth session,
+# docs/mapper.md "Step 24"), per backing assignment, the keyed searches' CPU against one
+# search within their largest β: Q keyed by I in the LocalBuffer, 380 keys 4.36 s, one search
+# 0.35 s; QK_softmax by QK in the LocalBuffer, 225 keys 5.96 s against 1.26 s; Q by I in the
+# GlobalBuffer, 290 keys 15.9 s against 9.34 s; but Z by AV in the GlobalBuffer, 6 keys 5.52 s
+# against 8.44 s, and QK by Q in the GlobalBuffer and K in the LocalBuffer, 182 keys 1.90 s
+# against 2.69 s: few keys fix many loops each, and their searches are quick
+BACKING_GROUP_FROM = 150
+
+
+def backing_group(key: tuple) -> tuple:
+    """The search key of `key`'s backing group (((tensor, (level, None)), ...)): its tensors
+    backed at the same levels, the loops above them left free (`search_keys`' `keyed`)."""
+    return tuple((t, (level, None)) for t, (level, _) in key)
 
 
 def key_groups(betas: dict[tuple, float], up_to: int = KEY_ALL_UP_TO,
-               known: Callable[[tuple], float] | None = None) -> dict[tuple, list[tuple]]:
-    """{search key: the keys of `betas` ({key: β}) it answers}. Up to `up_to` keys, each is
-    searched alone. Past that, they are grouped by the c_T of one tagged tensor, and each
-    group is searched once, within the largest β of its keys: such a search holds every
-    pmapping with that c_T within that β, or one dominating it within its compatibility
-    group, which has the same c_T for every tensor, so its rows give each key of the group
-    its least cost (`least_by_key`). The tensor is the one leaving the fewest searches
-    that earlier ones do not answer (`known(group)`: the β of an earlier complete search
-    of that group, -inf for none), then the fewest groups. At batch 1,
+               known: Callable[[tuple], float] | None = None,
+               by_backing: int = BACKING_GROUP_FROM) -> dict[tuple, list[tuple]]:
+    """{search key: the keys of `betas` ({key: β}) it answers}.
+
+    First, keys whose tensors are backed at the same levels form one group, searched once
+    with those levels fixed and the loops above them free (`backing_group`), where there
+    are at least `by_backing` of them or an earlier complete search of that group answers
+    them all (`known(group)`: its β, -inf for none): the one search explores the loop nests
+    above the backings once, where each keyed search explores them again to reach its own.
+    Of the other keys, up to `up_to` are each searched alone. Past that, they are grouped by
+    the c_T of one tagged tensor. The tensor is the one leaving the fewest searches
+    that earlier ones do not answer, then the fewest groups.
+
+    Each group is searched within the largest β of its keys: such a search holds every
+    pmapping of the group within that β, or one dominating it within its compatibility
+    group, which has the same c_T for every tensor, so its rows give each key of the
+    group its least cost (`least_by_key`). At batch 1,
     (QK, AV) gives AV 449466 keys, pairs of 6514 c_T of QK_softmax's output and 69 of V:
     grouped by QK_softmax's c_T its searches take 0.05 to 10 s each (over an hour in all);
     by V's, the term (QK_softmax, AV) had run 68 of the 69 searches and the term closed
     in 60 s (docs/mapper.md, "Step 5")."""
-    keys = list(betas)
-    if len(keys) <= up_to or len(keys[0]) < 2:  # one tagged tensor: a group is a key
-        return {k: [k] for k in keys}
     known = known or (lambda group: -math.inf)
+    out: dict[tuple, list[tuple]] = {}
+    by_levels: dict[tuple, list[tuple]] = {}
+    for k in betas:
+        by_levels.setdefault(backing_group(k), []).append(k)
+    keys = []
+    for group, members in by_levels.items():
+        if len(members) >= by_backing * len(group) or known(group) >= max(betas[k] for k in members):
+            out[group] = members
+        else:
+            keys += members
+    if len(keys) <= up_to or len(keys[0]) < 2:  # one tagged tensor: a group is a key
+        return {**out, **{k: [k] for k in keys}}
     best, choice = None, {}
     for i in range(len(keys[0])):
         groups: dict[tuple, list[tuple]] = {}
@@ -214,7 +246,7 @@ def key_groups(betas: dict[tuple, float], up_to: int = KEY_ALL_UP_TO,
         new = sum(known(g) < max(betas[k] for k in members) for g, members in groups.items())
         if best is None or (new, len(groups)) < best:
             best, choice = (new, len(groups)), groups
-    return choice
+    return {**out, **choice}
 
 
 def least_by_key(table: pd.DataFrame, tensors: list[str]) -> dict[tuple, float]:
@@ -251,7 +283,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
                 constraints: Constraints | None = None, searched: dict | None = None,
                 time_limit: float | None = None, deadline: float | None = None, workers: int | None = None,
                 progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches",
-                split: bool = False, max_rows: int | None = None, kept: Workers | None = None) -> KeyedSearches:
+                split: bool = False, max_rows: int | None = None, kept: Workers | None = None,
+                by_backing: int = BACKING_GROUP_FROM) -> KeyedSearches:
     """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
     inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
     (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s,
@@ -268,17 +301,21 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     `pmapgen.symmetry.key_mirror`), the one of larger β is searched and the other answered
     by its rows mirrored (`mirror_result`: exactly the rows its own search would keep).
     `max_rows` cuts a search short like its time limit once that many partial rows wait.
-    `kept` runs the searches in those workers (`pmapgen.all_einsums.Workers`), not fresh ones."""
+    `kept` runs the searches in those workers (`pmapgen.all_einsums.Workers`), not fresh ones.
+    `by_backing`: keys sharing their backing levels are searched as one group from this many
+    (`key_groups`)."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
 
-    def keyed(group: tuple) -> Constraints:
-        return replace(base, tensor_keys={**base.tensor_keys, **dict(group)})
+    def keyed(group: tuple) -> Constraints:  # a c_T without loops (`backing_group`) fixes only the level
+        fixed = {t: ct for t, ct in group if ct[1] is not None}
+        levels = {t: (ct[0],) for t, ct in group if ct[1] is None}
+        return replace(base, tensor_keys={**base.tensor_keys, **fixed}, backing={**base.backing, **levels})
 
     def known(group: tuple) -> float:
         return searched.get(signature(e, workload, keyed(group)), (-math.inf,))[0]
 
-    groups = key_groups(betas, group_above, known)
+    groups = key_groups(betas, group_above, known, by_backing)
     mirror = None if base.tensor_keys else key_mirror(e, workload, arch, base)
     jobs, done, floors, sigs = [], {}, {}, {}
     images: dict = {}  # group: the group whose search, mirrored, answers it (`pmapgen.symmetry.mirror_result`)
@@ -343,7 +380,7 @@ def _fixed_loops(group: tuple) -> int:
     fixing none leaves the search the most to do: at batch 1 the one keyed search of Q
     with I unfused took 12.5 s of (Q, AV)'s 43.6 s, the other 667 under 3.5 s each, so it
     starts first rather than last (β alone put it last: its β was the least)."""
-    return sum(len(loops) for _, (_, loops) in group)
+    return sum(len(loops or ()) for _, (_, loops) in group)
 
 
 def mirror_key(mirror, einsum, group: tuple, members: list) -> tuple | None:

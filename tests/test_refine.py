@@ -281,9 +281,10 @@ def test_keyed_searches_of_mirror_image_keys_give_each_key_the_least_cost_of_the
 def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> None:
     """Per key c (c_T of Z's produced inputs) with a random β: Z's least cost among its
     exhaustive table's rows with those c_T within β (at least the budget), or None where
-    there is none; searched one key at a time, grouped by one tensor's c_T, or answered by
-    grouped searches within larger β alike. `mirrored`: keys come in mirror-image pairs,
-    and searched one at a time, one of each pair is answered by the other's search."""
+    there is none; searched one key at a time, grouped by one tensor's c_T, grouped by
+    their backing levels (the loops above them free), or answered by grouped searches
+    within larger β alike. `mirrored`: keys come in mirror-image pairs, and searched one at
+    a time, one of each pair is answered by the other's search."""
     tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in workload.einsum_names}
     keys = rest_by_key(workload, arch, tables, ("Z",), "Z", math.inf)
     full = tables["Z"]
@@ -303,19 +304,30 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
     if mirrored:
         image = {k: tuple(sorted((("B" if t == "A" else "A"), c) for t, c in k)) for k in keys}  # m, p at 0 in A, B
         pairs = sum(image[k] != k and image[k] in keys for k in keys) // 2
-    # one key at a time; grouped; grouped again, answered by a grouped search within larger β
+    # one key at a time; grouped; grouped again, answered by a grouped search within larger β;
+    # grouped by backing levels; one key at a time, answered by those within larger β
     searched: dict = {}
     search_keys("Z", {k: b * 1.05 for k, b in betas.items()}, budget, workload, arch, searched=searched, workers=1,
                 group_above=0)
-    for group_above, reuse in ((len(keys), None), (0, None), (0, searched)):
-        got = search_keys("Z", betas, budget, workload, arch, searched=reuse, workers=1, group_above=group_above)
+    by_levels: dict = {}
+    search_keys("Z", {k: b * 1.05 for k, b in betas.items()}, budget, workload, arch, searched=by_levels, workers=1,
+                by_backing=0)
+    one_by_one, never = len(keys), math.inf
+    for group_above, by_backing, reuse in ((one_by_one, never, None), (0, never, None), (0, never, searched),
+                                           (one_by_one, 0, None), (one_by_one, never, by_levels)):
+        got = search_keys("Z", betas, budget, workload, arch, searched=reuse, workers=1, group_above=group_above,
+                          by_backing=by_backing)
         assert reuse is None or got.reused == got.searches, (got.reused, got.searches)
-        assert got.mirrored == (pairs if group_above and reuse is None else 0), (got.mirrored, pairs)
+        assert got.mirrored == (pairs if group_above and by_backing == never and reuse is None else 0), \
+            (got.mirrored, pairs)
+        if by_backing == 0 or reuse is by_levels:  # one search per backing assignment
+            assert got.searches == len({tuple(level for _, (level, _) in k) for k in keys}), got.searches
         assert got.floors.keys() == want.keys()
         for k, w in want.items():
             f = got.floors[k]
             assert (f is None) == (w is None) and (w is None or (f[1] and np.isclose(f[0], w, rtol=RTOL))), (k, f, w)
-        _bump("searches one by one" if group_above else "searches grouped", got.searches)
+        _bump("searches grouped by backing" if by_backing == 0 else
+              "searches one by one" if group_above else "searches grouped", got.searches)
     if mirrored:  # the mirrored answers are kept for later: all of them reused
         again: dict = {}
         search_keys("Z", betas, budget, workload, arch, searched=again, workers=1, group_above=len(keys))
