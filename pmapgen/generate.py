@@ -131,17 +131,29 @@ def prune_rows(rows: Rows, objectives=OBJECTIVES) -> Rows:
 
 
 def to_frame(rows: list[Rows], workload: Workload, arch: Arch, template_ids: list[int]) -> pd.DataFrame:
-    """One table from the rows of many templates (compatibility keys built here)."""
-    frames = []
-    for r, tid in zip(rows, template_ids):
+    """One table from the rows of many templates (compatibility keys built here): the
+    columns as one concatenation of the templates' tables would give them (in order of
+    first appearance; a column a template lacks is NaN there), built as numpy columns and
+    one frame (a frame per template cost a millisecond each: a split search's merge
+    builds thousands)."""
+    if not rows:
+        return pd.DataFrame()
+    sizes = [len(r.tiles) for r in rows]
+    fused_depths, compat = [], []
+    for r in rows:
         e, shared, fused = _fused_structure(r.template, workload, arch)
-        df = pd.DataFrame({k: np.asarray(v) for k, v in r.columns.items()})
-        df["tiles"] = list(map(tuple, r.tiles.tolist()))
-        df["fused_depth"] = fused
-        df["compat"] = _compat_keys(r.template, r.tiles, e, shared, fused, workload)
-        df["template"] = tid
-        frames.append(df)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+        fused_depths.append(fused)
+        compat += _compat_keys(r.template, r.tiles, e, shared, fused, workload)
+    special = {"tiles": lambda: [tuple(t) for r in rows for t in r.tiles.tolist()],  # templates differ in slots
+               "fused_depth": lambda: np.repeat(np.asarray(fused_depths, dtype=np.int64), sizes),
+               "compat": lambda: compat,
+               "template": lambda: np.repeat(np.asarray(template_ids, dtype=np.int64), sizes)}
+    data = {}
+    for c in dict.fromkeys(c for r in rows for c in [*r.columns, *special]):
+        data[c] = special[c]() if c in special else np.concatenate(
+            [np.broadcast_to(np.asarray(r.columns[c]), n) if c in r.columns else np.full(n, np.nan)
+             for r, n in zip(rows, sizes)])
+    return pd.DataFrame(data)
 
 
 def evaluate_template(template: Template, tiles: np.ndarray, workload: Workload, arch: Arch) -> pd.DataFrame:
@@ -174,11 +186,18 @@ def _compat_keys(template: Template, tiles: np.ndarray, einsum, shared, fused: i
     """Per row: ((tensor, c_T) per shared tensor, ((rank, tile, spatial) per fused loop)),
     with c_T as `looptree.validate.compatibility` gives it (tiles filled in per row)."""
     per_tensor, fused_slots = _key_skeleton(template, einsum, fused, workload)
+    # built once per distinct choice of the slots the key reads (rows of a group share it)
+    slots = sorted({k for _, (_, loops) in per_tensor for _, k, _ in loops} | {k for _, k, _ in fused_slots})
+    if not slots:
+        distinct, which = np.zeros((1, 0), dtype=np.int64), np.zeros(len(tiles), dtype=np.int64)
+    else:
+        distinct, which = np.unique(tiles[:, slots], axis=0, return_inverse=True)
     keys = []
-    for row in tiles.tolist():
+    for values in distinct.tolist():
+        row = dict(zip(slots, values))
         key = tuple((t, (level, tuple((pos, row[k], sp) for pos, k, sp in loops))) for t, (level, loops) in per_tensor)
         keys.append((key, tuple((r, row[k], sp) for r, k, sp in fused_slots)))
-    return keys
+    return [keys[i] for i in which.reshape(-1).tolist()]
 
 
 def prune_across_templates(kept: list[Rows], workload: Workload, arch: Arch, objectives=OBJECTIVES) -> list[Rows]:
