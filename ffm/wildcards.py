@@ -113,6 +113,7 @@ class WildcardBound:
         self.w, self.a, self.progress = workload, arch, progress
         self._join = join or (lambda tables, sub: search(tables, sub, arch, "energy", epsilon=0.0, scout=0))
         self._parts: dict[frozenset, tuple[float, SearchResult | None]] = {}
+        self._splits: dict[frozenset, list[tuple[str, list[frozenset]]]] = {}  # `_split`'s, per part
         # wildcards: (refined value, {Einsum outside them raised since: its budget then})
         self._refined: dict[tuple[str, ...], tuple[float, dict[str, float]]] = {}
 
@@ -177,21 +178,38 @@ class WildcardBound:
                 self._parts[part] = (energy, found if whole else None)
         return self._parts[part][0]
 
+    def _split(self, part: frozenset, tables: dict[str, pd.DataFrame], least: dict[str, float], bar: tqdm) -> float:
+        """A lower bound on `part`'s join from joins already known: for each Einsum e of it,
+        least[e] plus the joins of the parts `part` falls into without e, where all are
+        known. A valid mapping of `part` restricted to each of those parts is a valid
+        mapping of it (the module docstring's argument), and e's pmapping costs at least
+        least[e]. After a raise of e, the parts holding e must be joined again, but the
+        parts without it are known (forty-fourth session)."""
+        if part not in self._splits:
+            self._splits[part] = [(e, parts(self.w, [x for x in part if x != e])) for e in sorted(part)]
+        low = sum(least[e] for e in part)
+        for e, pieces in self._splits[part]:
+            if all(len(c) == 1 or c in self._parts for c in pieces):
+                low = max(low, least[e] + sum(self._part(c, tables, bar) for c in pieces))
+        return low
+
     def _term(self, at: float, rest: list[frozenset], tables: dict[str, pd.DataFrame], least: dict[str, float],
               best: float, bar: tqdm) -> float:
         """The term of the wildcards costing `at` whose other Einsums form the parts `rest`,
         or, once at least `best`, a lower bound on it of at least `best`. Parts not yet
-        joined count at their Einsums' least energies until they are, so a term that the
-        joins already known put past `best` runs no join (after a raise, most of a bound's
-        joins are of the parts holding the raised Einsum)."""
+        joined count at a lower bound (`_split`: the joins known of their parts without one
+        Einsum, or their Einsums' least energies) until they are, so a term that the joins
+        already known put past `best` runs no join (after a raise, most of a bound's joins
+        are of the parts holding the raised Einsum)."""
         unknown = lambda part: len(part) > 1 and part not in self._parts  # noqa: E731
-        low = at + sum(sum(least[e] for e in part) if unknown(part) else self._part(part, tables, bar)
-                       for part in rest)
-        for part in rest:
+        lows = [self._split(part, tables, least, bar) if unknown(part) else self._part(part, tables, bar)
+                for part in rest]
+        low = at + sum(lows)
+        for part, part_low in zip(rest, lows):
             if low >= best:
                 return low
             if unknown(part):
-                low += self._part(part, tables, bar) - sum(least[e] for e in part)
+                low += self._part(part, tables, bar) - part_low
         value = at
         for part in rest:  # in workload order, as every run adds
             value += self._part(part, tables, bar)

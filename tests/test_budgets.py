@@ -5,6 +5,7 @@ every compatible combination, judged by `looptree.evaluate`). The wildcard bound
 (`ffm.wildcards`) it raises budgets by is at most that optimum, whatever the budgets."""
 from __future__ import annotations
 
+import itertools
 import math
 from types import SimpleNamespace
 from unittest import mock
@@ -324,6 +325,54 @@ def test_a_term_the_known_joins_put_past_the_best_runs_no_join():
     assert wild._term(5.0, rest, tables, least, 9.0, bar) == 10.0 and not joins
     assert wild._term(5.0, rest, tables, least, 20.0, bar) == 17.0 and len(joins) == 1
     assert wild._term(5.0, rest, tables, least, 9.0, bar) == 17.0 and len(joins) == 1  # known now
+
+
+def test_a_part_not_yet_joined_counts_at_the_joins_known_of_its_parts_without_one_einsum():
+    """Hand-computed, a chain of three (T1, T2, T3): T2's table holds only a 10 pJ row over
+    a 5 pJ budget (least 5), T3's a 3 pJ row. The part (T2, T3) not yet joined is at least
+    least(T3) + J(T2) = 3 + 10 = 13 (a mapping of it restricted to T2 is one of T2), not
+    the 5 + 3 its least energies give; so with T1 the wildcard at 1 and a best of 12, the
+    term is settled at 14 without the join, and below a best of 20 the join runs."""
+    from tqdm import tqdm
+    w = workloads.load("matmul_chain", length=3, M=8, big=16, small=8)
+    joins = []
+    joined = SimpleNamespace(best=pd.DataFrame({"energy": [17.0]}))
+    wild = WildcardBound(w, arch_specs.load("simple"), join=lambda tables, sub: joins.append(sub) or joined)
+    tables = {e: pd.DataFrame({"compat": [((), 0)], "energy": [x]}) for e, x in (("T1", 1.0), ("T2", 10.0), ("T3", 3.0))}
+    least = {"T1": 1.0, "T2": 5.0, "T3": 3.0}
+    (rest,) = [parts(w, ["T2", "T3"])]
+    bar = tqdm(disable=True)
+    assert wild._split(rest[0], tables, least, bar) == 13.0 and not joins
+    assert wild._term(1.0, rest, tables, least, 12.0, bar) == 14.0 and not joins
+    assert wild._term(1.0, rest, tables, least, 20.0, bar) == 18.0 and len(joins) == 1
+
+
+def check_split_bound(workload, arch, pick: int) -> None:
+    """Every part of the workload: `WildcardBound._split` (from the joins of its parts
+    without one Einsum, each joined exactly first) is at most its own exact join."""
+    from tqdm import tqdm
+    order = tuple(workload.einsum_names)
+    tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in order}
+    if any(t.empty for t in tables.values()):
+        _bump("an Einsum with no pmapping")
+        return
+    rng = np.random.default_rng(pick)
+    least = {e: float(t["energy"].min()) * (1.0 if rng.random() < 0.5 else rng.random()) for e, t in tables.items()}
+    wild, bar = WildcardBound(workload, arch), tqdm(disable=True)
+    candidates = {frozenset(p) for n in range(2, len(order) + 1) for p in itertools.combinations(order, n)
+                  if len(parts(workload, list(p))) == 1}
+    for part in sorted(candidates, key=len):  # smaller parts joined first: the split reads them
+        split = wild._split(part, tables, least, bar)
+        exact = wild._part(part, tables, bar)
+        _bump("parts")
+        _bump("split above the least energies", int(split > sum(least[e] for e in part) * (1 + RTOL)))
+        assert split <= exact * (1 + RTOL), (sorted(part), split, exact)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(n_einsums=(3, 4), max_levels=2), st.integers(0, 10**6))
+def test_a_part_s_split_bound_is_at_most_its_join(problem, pick):
+    check_split_bound(*problem, pick=pick)
 
 
 def test_a_raise_takes_the_gap_to_u_within_1_to_10_percent_of_the_budget():
