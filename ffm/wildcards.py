@@ -114,6 +114,7 @@ class WildcardBound:
         self._join = join or (lambda tables, sub: search(tables, sub, arch, "energy", epsilon=0.0, scout=0))
         self._parts: dict[frozenset, tuple[float, SearchResult | None]] = {}
         self._splits: dict[frozenset, list[tuple[str, list[frozenset]]]] = {}  # `_split`'s, per part
+        self._lows: dict[frozenset, tuple[int, float]] = {}  # `_split`'s results in this `bound` call
         # wildcards: (refined value, {Einsum outside them raised since: its budget then})
         self._refined: dict[tuple[str, ...], tuple[float, dict[str, float]]] = {}
 
@@ -187,10 +188,14 @@ class WildcardBound:
         parts without it are known (forty-fourth session)."""
         if part not in self._splits:
             self._splits[part] = [(e, parts(self.w, [x for x in part if x != e])) for e in sorted(part)]
+        held = self._lows.get(part)
+        if held is not None and held[0] == len(self._parts):  # no join known since
+            return held[1]
         low = sum(least[e] for e in part)
         for e, pieces in self._splits[part]:
-            if all(len(c) == 1 or c in self._parts for c in pieces):
-                low = max(low, least[e] + sum(self._part(c, tables, bar) for c in pieces))
+            low = max(low, least[e] + sum(self._part(c, tables, bar) if len(c) == 1 or c in self._parts
+                                          else self._split(c, tables, least, bar) for c in pieces))
+        self._lows[part] = (len(self._parts), low)
         return low
 
     def _term(self, at: float, rest: list[frozenset], tables: dict[str, pd.DataFrame], least: dict[str, float],
@@ -227,6 +232,7 @@ class WildcardBound:
         extra = sorted((max(budgets[e] - least[e], 0.0), e) for e in order)  # what a wildcard adds to the base
         base0 = sum(least.values())
         known = len(self._parts)
+        self._lows = {}  # (they depend on `least`, set per call)
         best, best_w, rest, refined = math.inf, None, math.inf, False
         heap = [(base0, -1, ())]
         lower, terms = None, 0
