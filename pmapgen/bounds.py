@@ -68,9 +68,12 @@ from itertools import combinations, product
 
 import numba
 import numpy as np
+# at import, not in `loop_step`: worker processes fork from a parent that has it, where each
+# imported it again on its first loop step (0.6 s of every fresh worker's first search)
+import sympy
 
 from arch.model import Arch
-from looptree.model import _spreads, leaf_counts, link_counts
+from looptree.model import Above, _spreads, after_loop, leaf_counts, link_counts
 from pmapgen.capacity import capacity_unit
 from pmapgen.templates import Space
 from workloads.model import Einsum, Workload
@@ -222,8 +225,6 @@ def loop_step(e: Einsum, loops: tuple, closed: frozenset) -> Step:
     `looptree.model.after_loop` run on symbols, so the model stays the one source of
     counts. Every input is one parent input times a monomial in the bounds. Cached per
     Einsum (not per floor): the keyed searches of a refinement are thousands, each small."""
-    import sympy
-    from looptree.model import Above, after_loop
     ranks, tensors = e.rank_variables, e.tensors
     sym = lambda name: sympy.Symbol(name, positive=True, integer=True)
     parent = ([sym(f"e_{r}") for r in ranks] + [sym(f"f_{t}") for t in tensors] + [sym(f"b_{t}") for t in tensors]
