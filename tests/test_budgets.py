@@ -307,20 +307,26 @@ def test_a_table_holding_only_rows_above_its_budget_counts_at_the_budget():
     assert bound.lower == 6.0 and bound.term == 6.0 and bound.wildcards == ("T1",)
 
 
+def _chain_of_three(energies: dict[str, float], joined: float):
+    """(WildcardBound, tables, the part (T2, T3) as `parts` gives it, the sub-workloads
+    joined so far, a silent bar) for a chain of three (T1, T2, T3) whose tables hold one
+    row each, of `energies`, and whose every join gives `joined`."""
+    from tqdm import tqdm
+    w = workloads.load("matmul_chain", length=3, M=8, big=16, small=8)
+    joins: list = []
+    result = SimpleNamespace(best=pd.DataFrame({"energy": [joined]}))
+    wild = WildcardBound(w, arch_specs.load("simple"), join=lambda tables, sub: joins.append(sub) or result)
+    tables = {e: pd.DataFrame({"compat": [((), 0)], "energy": [x]}) for e, x in energies.items()}
+    return wild, tables, parts(w, ["T2", "T3"]), joins, tqdm(disable=True)
+
+
 def test_a_term_the_known_joins_put_past_the_best_runs_no_join():
     """Hand-computed, a chain of three (T1, T2, T3) with T1 the wildcard at 5: the rest is
     the part (T2, T3). Counted at its Einsums' least energies (2 + 3) the term is 10; past
     a best of 9 that settles it with no join, while below a best of 20 the join runs and
     the term is 5 + 12 = 17, added in the same order as a run that joins first."""
-    from tqdm import tqdm
-    w = workloads.load("matmul_chain", length=3, M=8, big=16, small=8)
-    joins = []
-    joined = SimpleNamespace(best=pd.DataFrame({"energy": [12.0]}))
-    wild = WildcardBound(w, arch_specs.load("simple"), join=lambda tables, sub: joins.append(sub) or joined)
-    tables = {e: pd.DataFrame({"compat": [((), 0)], "energy": [x]}) for e, x in (("T1", 1.0), ("T2", 2.0), ("T3", 3.0))}
+    wild, tables, rest, joins, bar = _chain_of_three({"T1": 1.0, "T2": 2.0, "T3": 3.0}, joined=12.0)
     least = {"T1": 1.0, "T2": 2.0, "T3": 3.0}
-    rest = parts(w, ["T2", "T3"])
-    bar = tqdm(disable=True)
     assert rest == [frozenset({"T2", "T3"})]
     assert wild._term(5.0, rest, tables, least, 9.0, bar) == 10.0 and not joins
     assert wild._term(5.0, rest, tables, least, 20.0, bar) == 17.0 and len(joins) == 1
@@ -333,15 +339,8 @@ def test_a_part_not_yet_joined_counts_at_the_joins_known_of_its_parts_without_on
     least(T3) + J(T2) = 3 + 10 = 13 (a mapping of it restricted to T2 is one of T2), not
     the 5 + 3 its least energies give; so with T1 the wildcard at 1 and a best of 12, the
     term is settled at 14 without the join, and below a best of 20 the join runs."""
-    from tqdm import tqdm
-    w = workloads.load("matmul_chain", length=3, M=8, big=16, small=8)
-    joins = []
-    joined = SimpleNamespace(best=pd.DataFrame({"energy": [17.0]}))
-    wild = WildcardBound(w, arch_specs.load("simple"), join=lambda tables, sub: joins.append(sub) or joined)
-    tables = {e: pd.DataFrame({"compat": [((), 0)], "energy": [x]}) for e, x in (("T1", 1.0), ("T2", 10.0), ("T3", 3.0))}
+    wild, tables, rest, joins, bar = _chain_of_three({"T1": 1.0, "T2": 10.0, "T3": 3.0}, joined=17.0)
     least = {"T1": 1.0, "T2": 5.0, "T3": 3.0}
-    (rest,) = [parts(w, ["T2", "T3"])]
-    bar = tqdm(disable=True)
     assert wild._split(rest[0], tables, least, bar) == 13.0 and not joins
     assert wild._term(1.0, rest, tables, least, 12.0, bar) == 14.0 and not joins
     assert wild._term(1.0, rest, tables, least, 20.0, bar) == 18.0 and len(joins) == 1
