@@ -187,7 +187,7 @@ def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame],
 
 KEY_ALL_UP_TO = 20000  # keys a wildcard is searched at one by one; past it, grouped (`key_groups`)
 # keys sharing their tensors' backing levels searched once, those levels fixed and the loops
-# above them free, when at least this many (`key_groups`). At batch 1 (forty-fourth session,
+# above them free, when at least this many per tagged tensor (`key_groups`). At batch 1 (forty-fourth session,
 # docs/mapper.md "Step 24"), per backing assignment, the keyed searches' CPU against one
 # search within their largest β: Q keyed by I in the LocalBuffer, 380 keys 4.36 s, one search
 # 0.35 s; QK_softmax by QK in the LocalBuffer, 225 keys 5.96 s against 1.26 s; Q by I in the
@@ -210,7 +210,8 @@ def key_groups(betas: dict[tuple, float], up_to: int = KEY_ALL_UP_TO,
 
     First, keys whose tensors are backed at the same levels form one group, searched once
     with those levels fixed and the loops above them free (`backing_group`), where there
-    are at least `by_backing` of them or an earlier complete search of that group answers
+    are at least `by_backing` of them per tagged tensor (a key fixing loops over more
+    tensors is searched quicker alone) or an earlier complete search of that group answers
     them all (`known(group)`: its β, -inf for none): the one search explores the loop nests
     above the backings once, where each keyed search explores them again to reach its own.
     Of the other keys, up to `up_to` are each searched alone. Past that, they are grouped by
@@ -303,7 +304,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     `max_rows` cuts a search short like its time limit once that many partial rows wait.
     `kept` runs the searches in those workers (`pmapgen.all_einsums.Workers`), not fresh ones.
     `by_backing`: keys sharing their backing levels are searched as one group from this many
-    (`key_groups`)."""
+    per tagged tensor (`key_groups`)."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
 
