@@ -180,12 +180,14 @@ class WildcardBound:
         return self._parts[part][0]
 
     def _split(self, part: frozenset, tables: dict[str, pd.DataFrame], least: dict[str, float], bar: tqdm) -> float:
-        """A lower bound on `part`'s join from joins already known: for each Einsum e of it,
-        least[e] plus the joins of the parts `part` falls into without e, where all are
-        known. A valid mapping of `part` restricted to each of those parts is a valid
-        mapping of it (the module docstring's argument), and e's pmapping costs at least
-        least[e]. After a raise of e, the parts holding e must be joined again, but the
-        parts without it are known (forty-fourth session)."""
+        """A lower bound on `part`'s join from joins already known: the most, over its
+        Einsums e, of least[e] plus, for each part `part` falls into without e, its join
+        where known, else this same bound of it (and at least its Einsums' least energies).
+        A valid mapping of `part` restricted to each of those parts is a valid mapping of
+        it (the module docstring's argument), and e's pmapping costs at least least[e].
+        After a raise of e, the parts holding e must be joined again, but the parts
+        without it are known (forty-fourth session). Held per `bound` call until another
+        join becomes known."""
         if part not in self._splits:
             self._splits[part] = [(e, parts(self.w, [x for x in part if x != e])) for e in sorted(part)]
         held = self._lows.get(part)
