@@ -48,6 +48,9 @@ class Stats:
     lower_bound: float = 0.0  # pJ, at most every pmapping's energy (a budgeted search's; else 0)
     budget: float | None = None  # pJ: the table is the frontier of the pmappings within it (a budgeted search)
     stopped_by: str = ""  # which limit made `complete` False: TIME_LIMIT or ROW_LIMIT
+    # False: a budgeted search dropped no row its floor could still place for the budget, so a
+    # larger budget keeps nothing more (`generate_by_rising_budgets` stops rising there)
+    budget_cut: bool = True
 
 
 def _fused_structure(template: Template, workload: Workload, arch: Arch):

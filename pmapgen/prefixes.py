@@ -189,6 +189,7 @@ class _Search:
         # rank variables indexing each tensor at most once: the floor does not fall as a temporal loop's bound grows
         self._monotone = {r: bool(self.floor.ranks[:, i].max() <= 1) for i, r in enumerate(self.e.rank_variables)}
         self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)
+        self.budget_cut = False  # some row with a finite floor was dropped for the budget (`Stats.budget_cut`)
 
     # ---- columns <-> the model's Above -------------------------------------------------
     def _above(self, cols: dict, depth: int, lifetimes: dict) -> Above:
@@ -275,6 +276,7 @@ class _Search:
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
             ok = floor <= self.budget * (1 + BUDGET_RTOL)
             if not ok.all():
+                self._cut(floor[~ok])
                 cols, tiles, n = _rows(cols, ok), tiles[ok], int(ok.sum())
                 if not n:
                     return
@@ -568,6 +570,7 @@ class _Search:
         if len(floor):
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
         ok = floor <= threshold
+        self._cut(floor[~ok])
         return rows[ok], [b[ok] for b in bounds]
 
     def _box_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray) -> np.ndarray:
@@ -576,7 +579,16 @@ class _Search:
         extent, `pmapgen.bounds.box_floors`) is over has none, and its choices are not
         enumerated. At batch 1 QK's spatial groups offer 34 M choices and 8 k are within."""
         # (the bound is summed in floats in another order than the floors: a hair of slack)
-        return rows[self._box_floors(move, prefix, cols, rows) * (1 - BOX_RTOL) <= self.budget * (1 + BUDGET_RTOL)]
+        floor = self._box_floors(move, prefix, cols, rows)
+        ok = floor * (1 - BOX_RTOL) <= self.budget * (1 + BUDGET_RTOL)
+        self._cut(floor[~ok])
+        return rows[ok]
+
+    def _cut(self, floors: np.ndarray) -> None:
+        """Note rows dropped for the budget: those whose floor is finite (an infinite floor
+        says no completion of the row fits, at any budget)."""
+        if not self.budget_cut and np.isfinite(floors).any():
+            self.budget_cut = True
 
     def _box_floors(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray) -> np.ndarray:
         """`_box_cut`'s bound per row."""
@@ -949,8 +961,9 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     from pmapgen.generate import result
     begin = time.perf_counter()
     rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
-    return result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes, st.stopped_by, begin,
-                  st.lower_bound, budget, constraints)
+    table, templates, stats = result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes,
+                                     st.stopped_by, begin, st.lower_bound, budget, constraints)
+    return table, templates, replace(stats, budget_cut=st.budget_cut)
 
 
 def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
@@ -968,7 +981,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
-    rows, stopped_by, n_prefixes, n_rows, low = [], "", 0, 0, math.inf
+    rows, stopped_by, n_prefixes, n_rows, low, cut = [], "", 0, 0, math.inf, False
     first = 0  # the flat index of this unit's first root
     for unit in arch.computes_for(e):
         n = _root_count(e, workload, arch, unit.name, constraints) if part is not None else 0
@@ -980,19 +993,24 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
             continue
         boxes = tiling_lower_bound(einsum, workload, arch, unit.name, constraints) if budget is not None else None
         if boxes is not None and boxes > budget * (1 + BUDGET_RTOL):  # nothing on this unit is within the budget
-            low = min(low, boxes)
+            low, cut = min(low, boxes), cut or math.isfinite(boxes)
             continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
         stopped_by = search.run(deadline, root)
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         if budget is not None:
             low = min(low, max(search.lower_bound(), boxes or 0.0))
+        cut = cut or search.budget_cut
         if not stopped_by:
-            rows += [r for r in (_within(template_rows(t, tiles, workload, arch), budget)
-                                 for t, tiles in search.survivors(objectives)) if len(r.tiles)]
+            for t, tiles in search.survivors(objectives):
+                done = template_rows(t, tiles, workload, arch)
+                within = _within(done, budget)
+                cut = cut or len(within.tiles) < len(done.tiles)
+                if len(within.tiles):
+                    rows.append(within)
     low = 0.0 if budget is None else min(low, budget)
     return [] if stopped_by else rows, Stats(n_prefixes, n_rows, 0, not stopped_by, time.perf_counter() - begin, low,
-                                             budget, stopped_by)
+                                             budget, stopped_by, budget is not None and cut)
 
 
 def part_count(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None) -> int:
@@ -1017,7 +1035,10 @@ def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceil
     ceiling; a budget whose search completes with nothing proves the minimum above it,
     which `Stats.lower_bound` reports if the time limit (for all rounds) stops a later one.
     `max_rows` stops a round as the time limit does, once more partial rows than that wait
-    (`generate_by_prefixes`)."""
+    (`generate_by_prefixes`). The ceiling may be infinite (`ffm.map` proves before it has
+    found any pmapping): a round that completes with nothing and dropped no row for its
+    budget (`Stats.budget_cut`) shows the Einsum has no pmapping at all, and ends the
+    rising with an empty table and an infinite lower bound."""
     from pmapgen.generate import Stats
     begin = time.perf_counter()
     low = energy_lower_bound(einsum, workload, arch, constraints)
@@ -1028,9 +1049,12 @@ def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceil
         table, templates, st = generate_by_prefixes(einsum, workload, arch, constraints, objectives,
                                                     None if left is None else max(left, 0.0), budget, max_rows)
         n_prefixes, n_rows = n_prefixes + st.templates, n_rows + st.tile_shapes
-        if not st.complete or not table.empty or budget >= ceiling:
+        # a search that completes with nothing and dropped nothing for its budget: no pmapping at all
+        none = st.complete and table.empty and not st.budget_cut
+        if not st.complete or not table.empty or budget >= ceiling or none:
             return table, templates, Stats(n_prefixes, n_rows, st.kept, st.complete, time.perf_counter() - begin,
-                                           max(low, st.lower_bound), budget, st.stopped_by)
+                                           math.inf if none else max(low, st.lower_bound), budget, st.stopped_by,
+                                           st.budget_cut)
         low, budget = budget, budget * GROWTH
 
 
