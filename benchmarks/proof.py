@@ -64,7 +64,8 @@ def main() -> None:
 
 def report(proof) -> None:
     """The proof's steps, refinements and lower bound (`ffm.budgets.Proof`), one line each."""
-    print(f"  best found before the proof {proof.found:.6g} pJ, after it {proof.bound:.6g} pJ")
+    before = f"{proof.found:.6g} pJ" if proof.found < float("inf") else "none (the proof ran first)"
+    print(f"  best found before the proof: {before}; after it {proof.bound:.6g} pJ")
     for name, stats in proof.steps:
         searched = {id(st): st for st in stats.values()}.values()  # twins (V, K, Q) share one search's Stats
         rows = sum(st.tile_shapes for st in searched)

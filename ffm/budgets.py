@@ -64,6 +64,7 @@ way is what lets the proof complete at batch 1 (docs/mapper.md, "Energy proof").
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -147,15 +148,24 @@ def raise_step(budget: float, gap: float, most: float = MAX_RAISE) -> float:
 def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, tuple],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = True,
-                 join_tables: Callable[[dict[str, pd.DataFrame], str, float], SearchResult] | None = None):
+                 join_tables: Callable[[dict[str, pd.DataFrame], str, float | None], SearchResult] | None = None,
+                 seed: Callable[[], tuple[dict[str, tuple], float]] | None = None):
     """(results, best, Proof): `best` is the best mapping the proof's tables gave (a
     SearchResult over `results`, `generate_all`-style): the exact energy optimum when
     `Proof.proven`; otherwise the join of step 1's tables together with `found`'s when it
     beats `bound`; else both are None. `found` holds the pmappings found so far
     (`generate_all`-style, per Einsum (table, templates, stats)), `bound` the energy of a
     valid mapping made of their rows. `join_tables(tables, name, known)` runs a join (default:
-    `ffm.search.search` for energy with `known`: the energy of a mapping the tables hold),
-    so a caller can show progress."""
+    `ffm.search.search` for energy with `known`: the energy of a mapping the tables hold,
+    None for none), so a caller can show progress.
+
+    `found` may be empty and `bound` infinite (`ffm.map` proves first: docs/mapper.md,
+    "Step 25"): the minima's searches then rise without a ceiling, and the raises go on
+    without U (a raise's size does not depend on it while U is far) until a join of the
+    proof's tables finds a mapping. If the raises stop before one does, `seed()` gives
+    (found, bound) as above (`ffm.map`: its time-limited pmapgen and the join of its
+    tables), once, to refine against. An Einsum with no pmapping at all ends the proof at
+    once, incomplete, with an infinite lower bound."""
     start, given = time.perf_counter(), bound
     order = tuple(workload.einsum_names)
     steps = []
@@ -178,19 +188,27 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         return Proof(bound, lower, minima, steps=tuple(steps), seconds=time.perf_counter() - start, found=given,
                      **kwargs)
 
-    lowest = {e: float(found[e][0]["energy"].min()) for e in order}
+    # each minimum's ceiling: the least energy found (a real pmapping's), none if nothing was
+    lowest = {e: float(found[e][0]["energy"].min()) if e in found and len(found[e][0]) else math.inf
+              for e in order}
     res, incomplete = run(lowest, "minima", stop=False, rising=True)
     done = [e for e in order if e not in incomplete]
-    if any(res[e][0].empty for e in done):  # cannot happen: each holds the pmapping found or a better one
-        raise RuntimeError("an energy budget at a found pmapping's own energy kept nothing")
+    none = tuple(e for e in done if res[e][0].empty)  # only without a ceiling: no pmapping at all
+    if none:
+        return None, None, proof({}, bound, math.inf, incomplete=none)
     minima = {e: float(res[e][0]["energy"].min()) for e in done}
-    # the best mapping of pmappings found so far or by step 1 (each Einsum's least-energy
-    # ones): it may lower U even when the proof cannot complete
-    both = union(found, res)
-    joined = join_tables({e: r[0] for e, r in both.items()}, "join (proof: minima)", bound)  # found's U mapping
-    best = None
-    if not joined.best.empty and float(joined.best["energy"].iloc[0]) < bound:
-        bound, best = float(joined.best["energy"].iloc[0]), (both, joined)
+
+    def join_found(found: dict, bound: float, tables: dict, name: str):
+        # the best mapping of pmappings found so far or by the proof's searches (at first each
+        # Einsum's least-energy ones): it may lower U even when the proof cannot complete
+        both = union(found, tables) if found else tables
+        joined = join_tables({e: r[0] for e, r in both.items()}, name,
+                             None if math.isinf(bound) else bound)  # found's U mapping
+        if not joined.best.empty and float(joined.best["energy"].iloc[0]) < bound:
+            return float(joined.best["energy"].iloc[0]), (both, joined)
+        return bound, None
+
+    bound, best = join_found(found, bound, res, "join (proof: minima)")
     if incomplete:
         return *(best or (None, None)), proof(minima, bound, incomplete=incomplete)
     # step 2: raise the budgets the wildcard bound points at until it reaches U
@@ -229,6 +247,17 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                 return stop(b, incomplete=b.wildcards or order)
             if raises_until is not None and time.perf_counter() > raises_until:
                 raising = False
+            if math.isinf(bound) and not raising:  # no mapping yet to refine against: the seed's, once
+                if seed is None:
+                    return stop(b, incomplete=b.wildcards or order)
+                found, given = seed()
+                seed = None
+                # U: the seed's mapping, or a better one joined from its rows and the proof's tables
+                bound, joined = join_found(found, given, tables, "join (proof: seed)")
+                best = joined or best
+                if math.isinf(bound):
+                    return stop(b, incomplete=b.wildcards or order)
+                continue
             slow = slow_raise(b, bound, budgets, raise_seconds, time_limit)
             if not raising or slow or near_u(b, bound) or far_from_raises(b, bound, budgets, most):
                 fresh = not wild.refined(b.wildcards)
@@ -274,7 +303,7 @@ def near_u(b, bound: float) -> bool:
     plus that gap, narrow once U is near, and a refinement of a term whose wildcards'
     keys were searched before answers from them, where a raise searches every key again
     within a wider budget (thirty-third session)."""
-    return bool(b.wildcards) and bound - b.term <= bound * NEAR_U
+    return bool(b.wildcards) and math.isfinite(bound) and bound - b.term <= bound * NEAR_U
 
 
 def slow_raise(b, bound: float, budgets: dict[str, float], seconds: dict[str, float],

@@ -3,6 +3,7 @@ objective, then the chosen pmappings rebuilt into one LoopTree mapping and evalu
 `looptree.evaluate` (the same model the export is re-checked with)."""
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from looptree.evaluation import Evaluation, evaluate
 from looptree.mapping_io import export
 from looptree.nodes import Mapping
 from pmapgen import Constraints, Stats, generate_all
+from pmapgen.all_einsums import union
 from specio import SpecError
 from workloads.model import Workload
 
@@ -34,19 +36,21 @@ AVAILABLE_MAPSPACES = ("ffm",)
 @dataclass(frozen=True)
 class MapStats:
     """What the mapper did: pmapgen per Einsum (Einsums identical up to names are generated
-    once and report the same Stats), partial mappings kept after each join step (of the search
-    pass that produced the result: the clean pass when ε-pruning ran first), and wall
-    seconds per phase ('pmapgen', 'join', 'evaluation')."""
+    once and report the same Stats; empty when the energy proof completed without it),
+    partial mappings kept after each join step (of the search pass that produced the
+    result: the clean pass when ε-pruning ran first), and wall seconds per phase
+    ('pmapgen', 'join', 'proof', 'descent', 'evaluation')."""
     pmapgen: dict[str, Stats]
     join_steps: tuple[tuple[str, int], ...]
     seconds: dict[str, float]
-    proof: Proof | None = None  # the energy proof, when pmapgen was cut short (ffm.budgets)
+    proof: Proof | None = None  # the energy proof, run first for energy with a time limit (ffm.budgets)
     descent: tuple[Descent, ...] = ()  # coordinate descent after the join, or the proof if it ran (ffm.descent)
 
     @property
     def exhaustive(self) -> bool:
-        """Whether every Einsum's pmapgen ran to the end (no time limit hit)."""
-        return all(s.complete for s in self.pmapgen.values())
+        """Whether pmapgen ran, and to the end for every Einsum (no time limit hit); it does
+        not run when the energy proof, which runs first, completes (`ffm.map`)."""
+        return bool(self.pmapgen) and all(s.complete for s in self.pmapgen.values())
 
     @property
     def complete(self) -> bool:
@@ -134,12 +138,14 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     `workload`/`arch` may be shipped names, paths, dicts or loaded objects; `variables`
     override the workload's variables. `time_limit` (seconds per Einsum) cuts pmapgen short
     where it would take longer; the result is then the best found, not provably optimal, and
-    `result.stats.complete` is False (None: exhaustive). For the energy objective, a result
-    found that way is then proven optimal where energy budgets allow (`prove`,
-    `ffm.budgets`: searches of `proof_time_limit` seconds per Einsum and step, default
-    `time_limit`), and a result the proof could not make optimal is improved by coordinate
-    descent within each Einsum's compatibility group (`descent`, `ffm.descent`: searches of
-    `time_limit` seconds); `result.stats.proof` / `result.stats.descent` say how far they got. Raises SpecError for bad input
+    `result.stats.complete` is False (None: exhaustive). For the energy objective with a
+    time limit, the energy proof runs first (`prove`, `ffm.budgets`: searches of
+    `proof_time_limit` seconds per Einsum and step, default `time_limit`); when it completes,
+    its result is the exact optimum and pmapgen's time-limited tables are never built
+    (`result.stats.pmapgen` is empty). Otherwise they are, their join joins the proof's
+    tables too, and the best mapping is improved by coordinate descent within each Einsum's
+    compatibility group (`descent`, `ffm.descent`: searches of `time_limit` seconds);
+    `result.stats.proof` / `result.stats.descent` say how far they got. Raises SpecError for bad input
     and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
     NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
     """
@@ -149,56 +155,67 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         raise SpecError("mapspace", mapspace, f"not yet available (available: {', '.join(AVAILABLE_MAPSPACES)}; "
                                               f"planned: {', '.join(MAPSPACES[1:])})")
     w, a, wref, aref = _load(workload, arch, variables)
-    seconds = {}
-
-    start = time.perf_counter()
-    generated = generate_all(w, a, constraints, objectives=criteria(objective), workers=workers, progress=progress,
-                             time_limit=time_limit)
-    tables = {e: table for e, (table, _, _) in generated.items()}
-    results = generated  # what the chosen rows index: these tables, or the proof's
-    seconds["pmapgen"] = time.perf_counter() - start
-
-    start = time.perf_counter()
+    seconds: dict[str, float] = {}
     order = tuple(w.einsum_names)
-    found = _search(tables, w, a, objective, progress, "join")
-    seconds["join"] = time.perf_counter() - start
-
-    proof = None
-    descents: list[Descent] = []
-    exhaustive = all(s.complete for _, _, s in generated.values())
     join_tables = lambda tabs, name, known: _search(tabs, w, a, objective, progress, name, known)  # noqa: E731
+    generated: dict = {}  # pmapgen's tables (time-limited or exhaustive), once run
+    results: dict = {}  # what the chosen rows index: pmapgen's tables, the proof's, or both
+    found = None  # the best mapping of `results` (a SearchResult)
 
-    searched: set = set()  # (Einsum, key) pairs the descents searched
-
-    def improve(res: dict, best):
+    def run_pmapgen() -> None:
+        nonlocal generated, results, found
         start = time.perf_counter()
-        res, best, d = descend(w, a, res, best, join_tables, constraints, time_limit, workers, progress,
-                               searched=searched)
-        descents.append(d)
-        seconds["descent"] = seconds.get("descent", 0.0) + time.perf_counter() - start
-        return res, best
-
-    # the exact proof first; coordinate descent only improves a result the proof could not
-    # make optimal (at batch 1 the proof completes from the join's mapping by the same
-    # raises: the descent before it cost 30 to 90 s for a U the raises' joins then beat;
-    # thirty-fourth session)
-    if prove and objective == "energy" and not exhaustive and not found.best.empty:
+        generated = generate_all(w, a, constraints, objectives=criteria(objective), workers=workers,
+                                 progress=progress, time_limit=time_limit)
+        seconds["pmapgen"] = time.perf_counter() - start
         start = time.perf_counter()
-        proven, better, proof = prove_energy(w, a, float(found.best["energy"].iloc[0]), results, constraints,
+        # the proof's tables first: their labels stay, so the proof's best still indexes them
+        results = union(results, generated) if results else generated
+        known = None if found is None or found.best.empty else float(found.best["energy"].iloc[0])
+        joined = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, "join", known)
+        if known is None or (not joined.best.empty and float(joined.best["energy"].iloc[0]) < known):
+            found = joined
+        seconds["join"] = time.perf_counter() - start
+
+    # the energy proof runs first, from no mapping: its minima's rising searches find each
+    # Einsum's least energy faster than a time-limited pmapgen finds a good mapping, and when
+    # it completes, that pmapgen is not needed at all (docs/mapper.md, "Step 25"). Only when
+    # it does not are pmapgen's tables built, for the join and coordinate descent
+    proof = None
+    if prove and objective == "energy" and time_limit is not None:
+        def seed() -> tuple[dict, float]:  # the proof's minima join held no mapping: pmapgen's, if any
+            run_pmapgen()
+            return generated, math.inf if found.best.empty else float(found.best["energy"].iloc[0])
+
+        start = time.perf_counter()
+        proven, better, proof = prove_energy(w, a, math.inf, {}, constraints,
                                              time_limit if proof_time_limit is None else proof_time_limit,
-                                             workers, progress, join_tables)
-        if better is not None:  # the optimum, or a better mapping than the one found
-            found, results = better, proven
-        seconds["proof"] = time.perf_counter() - start
-    if descent and objective == "energy" and not exhaustive and not found.best.empty \
+                                             workers, progress, join_tables, seed)
+        seconds["proof"] = time.perf_counter() - start - seconds.get("pmapgen", 0.0) - seconds.get("join", 0.0)
+        if better is not None:  # the optimum, or the best mapping the proof's tables hold
+            results, found = proven, better
+    # the proof's minima showed some Einsum has no pmapping at all (`prove_energy`)
+    impossible = proof is not None and math.isinf(proof.lower)
+    if not (proof is not None and proof.proven) and not generated and not impossible:
+        run_pmapgen()
+    exhaustive = bool(generated) and all(s.complete for _, _, s in generated.values())
+    nothing = found is None or found.best.empty
+
+    descents: list[Descent] = []
+    searched: set = set()  # (Einsum, key) pairs the descents searched
+    if descent and objective == "energy" and not exhaustive and not nothing \
             and not (proof is not None and proof.proven):
-        results, found = improve(results, found)
+        start = time.perf_counter()
+        results, found, d = descend(w, a, results, found, join_tables, constraints, time_limit, workers, progress,
+                                    searched=searched)
+        descents.append(d)
+        seconds["descent"] = time.perf_counter() - start
         if proof is not None:  # the best known mapping bounds the optimum from above
             proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].iloc[0])))
 
-    if found.best.empty and not exhaustive:
+    if nothing and not exhaustive and not impossible:
         raise NothingFoundInTime(w.name, a, time_limit)
-    if found.best.empty:
+    if nothing:
         def full_mappings(loose: Arch) -> pd.DataFrame:
             res = generate_all(w, loose, constraints, objectives=criteria(objective), workers=workers, progress=False,
                                time_limit=time_limit)
@@ -209,7 +226,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     evaluations = tuple(evaluate(full_mapping(row, results, order), w, a) for _, row in found.best.iterrows())
     seconds["evaluation"] = time.perf_counter() - start
 
-    pmapgen_stats = {e: s for e, (_, _, s) in generated.items()}
+    pmapgen_stats = {e: st for e, (_, _, st) in generated.items()}
     stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents))
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 

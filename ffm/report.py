@@ -3,6 +3,7 @@ what stays on chip, per-Einsum and per-level/tensor energy, peak usage, the Loop
 pareto frontier when asked for, and what the mapper did."""
 from __future__ import annotations
 
+import math
 import textwrap
 
 from ffm.budgets import Proof
@@ -30,6 +31,8 @@ def statistics_text(stats: MapStats) -> str:
              f"  {'Einsum':<14}{'templates':>11}{'tile shapes':>13}{'pmappings kept':>16}{'seconds':>9}"
              f"{'kept after join':>17}"]
     kept_after = dict(stats.join_steps)
+    if not stats.pmapgen:
+        lines.append("  pmapgen: not run (the energy proof ran first and completed; its searches are below)")
     for e, s in stats.pmapgen.items():
         joined = f"{kept_after[e]:,}" if e in kept_after else "-"
         note = "" if s.complete else f"  ({s.stopped_by}: not exhaustive)"  # the proof may still complete
@@ -184,7 +187,7 @@ def proof_lines(proof: Proof, reached: float | None = None) -> list[str]:
                  + (f"; in {keyed} a wildcard was keyed by the rows of another it reads" if (keyed := sum(
                      bool(r.absorbed) for r in rs)) else "") + ".")
     own = proof.bound if reached is None else reached
-    if proof.found > own:
+    if math.isfinite(proof.found) and proof.found > own:  # (infinite: the proof ran first, `ffm.map`)
         head += (f" The proof lowered the best mapping from {energy_text(proof.found)} to "
                  f"{energy_text(own)} (its first join, of each Einsum's least-energy pmappings together with "
                  f"those found before; or a join over the raised tables or a refinement's keyed rows).")

@@ -79,8 +79,10 @@ def cutting_refinements(ticks: int) -> tuple:
 
 def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_work: int = 500_000,
                 refuse_above: float | None = None, time_limit: float | None = None,
-                cut_refinements: int | None = None) -> None:
-    """The proof started from a valid mapping joined from a random part of the pmappings;
+                cut_refinements: int | None = None, from_nothing: bool = False) -> None:
+    """The proof started from a valid mapping joined from a random part of the pmappings
+    (`from_nothing`: from no mapping, as `ffm.map` runs it, that mapping being what its
+    `seed` gives, if the raises stop before the proof's tables join into one);
     with `refuse_above`, every raise by more than that share is cut short (`refusing_raises`)
     and the proof must still end at the optimum by raising less; with `cut_refinements`,
     each term's first refinement is cut short after that many clock readings
@@ -89,10 +91,19 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
                            .best("energy", max_evaluations=3_000))
     if truth is None:
         return
+    order = tuple(workload.einsum_names)
     if math.isinf(truth):
         _bump("no valid mapping")
+        if from_nothing:  # no mapping: the proof cannot complete, and says so at once if an Einsum has none
+            results, best, proof = prove_energy(workload, arch, math.inf, {}, time_limit=time_limit, workers=1,
+                                                progress=False)
+            assert best is None and not proof.proven and proof.bound == math.inf
+            nothing = [e for e in order if generate(e, workload, arch, objectives=("energy",))[0].empty]
+            assert (proof.lower == math.inf) == bool(nothing)
+            if nothing:
+                _bump("an Einsum with no pmapping")
+                assert set(proof.incomplete) == set(nothing)
         return
-    order = tuple(workload.einsum_names)
     generated = {e: generate(e, workload, arch, objectives=("energy",)) for e in order}
     tables = {e: r[0] for e, r in generated.items()}
     # what a time-limited pmapgen might have found: a random part of each table, and a
@@ -107,16 +118,24 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
     _bump("started above the optimum", int(start > truth * (1 + RTOL)))
 
     found = {e: (some[e], generated[e][1], generated[e][2]) for e in order}
+    seeded, kw = [], {}
+    if from_nothing:
+        seed_found, seed_start = found, start
+
+        def seed():
+            seeded.append(True)
+            return seed_found, seed_start
+        found, start, kw = {}, math.inf, {"seed": seed}
     if refuse_above is None:
         results, best, proof = prove_energy(workload, arch, start, found, time_limit=time_limit, workers=1,
-                                            progress=False)
+                                            progress=False, **kw)
     else:
         generate_all_, cut = refusing_raises(refuse_above)
         refine_, refined = cutting_refinements(cut_refinements) if cut_refinements else (refine, None)
         with mock.patch.object(budgets_module, "generate_all", generate_all_), \
                 mock.patch.object(budgets_module, "refine", refine_):
             results, best, proof = prove_energy(workload, arch, start, found, time_limit=time_limit, workers=1,
-                                                progress=False)
+                                                progress=False, **kw)
         if refined is not None:
             _bump("keyed searches cut short", refined["cut"])
             _bump("terms retried", refined["retries"])
@@ -129,6 +148,10 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
             said = "cut short, retried smaller" if not proof.refinements else "cut short)"
             assert said in text and "cut short:" not in text
     assert proof.proven
+    if from_nothing:  # the seed's mapping is the proof's `found` once it was asked for
+        start = seed_start if seeded else math.inf
+        _bump("seeded", len(seeded))
+        assert len(seeded) <= 1
     assert truth * (1 - RTOL) <= proof.bound <= start and proof.found == start
     assert proof.lower <= truth * (1 + RTOL)
     _bump("raises run", len(proof.steps) - 1)
@@ -190,6 +213,24 @@ def check_wildcard_bound(workload, arch, pick: int, max_combinations: int) -> No
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_proof_from_any_valid_mapping_finds_the_exhaustive_optimum(problem, pick):
     check_proof(*problem, pick=pick, max_combinations=3_000_000)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_proof_from_no_mapping_finds_the_exhaustive_optimum(problem, pick):
+    """As `ffm.map` runs it: from no mapping, the minima rising without a ceiling; where no
+    valid mapping exists it ends unproven, at once (an infinite lower bound) if some
+    Einsum has no pmapping at all."""
+    check_proof(*problem, pick=pick, max_combinations=3_000_000, from_nothing=True)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_a_proof_from_no_mapping_whose_raises_never_complete_asks_its_seed_and_finds_the_optimum(problem, pick):
+    """From no mapping, no raise ever completes: unless the minima's tables join into a
+    mapping, the proof asks its seed for one once the raises stop, refines against it and
+    ends proven at the brute-force optimum."""
+    check_proof(*problem, pick=pick, max_combinations=3_000_000, refuse_above=0.0, from_nothing=True)
 
 
 @settings(max_examples=20, **SETTINGS)

@@ -213,9 +213,9 @@ def test_report_title_says_optimal_only_when_pmapgen_was_exhaustive(results):
 
 
 def test_energy_proof_makes_a_time_limited_result_optimal():
-    """A time limit cuts pmapgen short; the energy proof (ffm.budgets) then makes the result
-    the exhaustive run's optimum, and the report says so. (On a machine fast enough for
-    the limit, pmapgen is exhaustive and there is nothing to prove.)"""
+    """With a time limit, the energy proof (ffm.budgets) runs first, from no mapping, and
+    makes the result the exhaustive run's optimum without pmapgen's time-limited tables;
+    the report says so. A proof cut short is followed by pmapgen and coordinate descent."""
     import math
 
     from ffm.report import result_text
@@ -224,44 +224,38 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
     assert exact.stats.exhaustive and exact.stats.proof is None
     r = ffm.map("matmul_chain", "simple", variables=variables, progress=False, workers=1, time_limit=0.05,
                 proof_time_limit=math.inf)
-    assert r.stats.complete
+    assert r.stats.complete and not r.stats.exhaustive and r.stats.pmapgen == {}
     assert np.isclose(r.evaluation.energy_pJ, exact.evaluation.energy_pJ, rtol=1e-9)
-    if not r.stats.exhaustive:
-        proof = r.stats.proof
-        assert proof.proven and proof.bound >= r.evaluation.energy_pJ * (1 - 1e-9)
-        text = result_text(r)
-        assert "optimal for energy" in text and "Energy proof: complete" in text and "WARNING" not in text
-        # the proof ran on the join's result, and completed: no coordinate descent after it
-        assert r.stats.descent == () and "Coordinate descent" not in text
-        assert proof.bound <= proof.found * (1 + 1e-9)
+    proof = r.stats.proof
+    assert proof.proven and proof.bound >= r.evaluation.energy_pJ * (1 - 1e-9)
+    assert proof.found == math.inf  # it ran first: no mapping before it
+    text = result_text(r)
+    assert "optimal for energy" in text and "Energy proof: complete" in text and "WARNING" not in text
+    assert "pmapgen: not run" in text and "The proof lowered" not in text
+    # the proof completed: no pmapgen, no coordinate descent after it
+    assert r.stats.descent == () and "Coordinate descent" not in text and "pmapgen" not in r.stats.seconds
     # a proof cut short at once still bounds the optimum from below (energy floors)
     cut = ffm.map("matmul_chain", "simple", variables=variables, progress=False, workers=1, time_limit=0.05,
                   proof_time_limit=0.0)
-    if not cut.stats.exhaustive:
-        proof = cut.stats.proof
-        assert not cut.stats.complete and not proof.proven and proof.cut_short
-        assert 0 < proof.lower <= exact.evaluation.energy_pJ * (1 + 1e-9) <= proof.bound * (1 + 1e-9)
-        # the result is the best mapping known: the one found, a better one the proof's first
-        # join found, or a better one the coordinate descent after the proof found
-        assert np.isclose(cut.evaluation.energy_pJ, proof.bound, rtol=1e-9) and proof.bound <= proof.found
-        descent = cut.stats.descent[0]
-        assert descent.after <= descent.before <= proof.found * (1 + 1e-9)
-        assert np.isclose(descent.after, proof.bound, rtol=1e-9)
-        text = result_text(cut)
-        assert "Coordinate descent after the energy proof" in text
-        assert f"within {proof.bound / proof.lower:.2f}x" in text
-        words = " ".join(text.split())  # (the report wraps its lines)
-        # what the proof itself lowered ends where the descent after it started
-        from looptree.render import energy_text
-        if descent.before < proof.found * (1 - 1e-9):
-            assert (f"The proof lowered the best mapping from {energy_text(proof.found)} to "
-                    f"{energy_text(descent.before)}") in words
-        else:
-            assert "The proof lowered" not in words
-        cut_short = ", ".join(proof.cut_short)
-        assert (f"The budgeted search of {cut_short} was cut short by its time limit" in words
-                if len(proof.cut_short) == 1 else
-                f"The budgeted searches of {cut_short} were cut short by their time limit" in words)
+    proof = cut.stats.proof
+    assert not cut.stats.complete and not proof.proven and proof.cut_short
+    assert cut.stats.pmapgen and "pmapgen" in cut.stats.seconds  # pmapgen ran after the proof
+    assert 0 < proof.lower <= exact.evaluation.energy_pJ * (1 + 1e-9) <= proof.bound * (1 + 1e-9)
+    # the result is the best mapping known: the join of pmapgen's tables (and the proof's), or a
+    # better one the coordinate descent after them found
+    assert np.isclose(cut.evaluation.energy_pJ, proof.bound, rtol=1e-9) and proof.found == math.inf
+    descent = cut.stats.descent[0]
+    assert descent.after <= descent.before
+    assert np.isclose(descent.after, proof.bound, rtol=1e-9)
+    text = result_text(cut)
+    assert "Coordinate descent after the energy proof" in text
+    assert f"within {proof.bound / proof.lower:.2f}x" in text
+    words = " ".join(text.split())  # (the report wraps its lines)
+    assert "The proof lowered" not in words  # it found no mapping: pmapgen's join did
+    cut_short = ", ".join(proof.cut_short)
+    assert (f"The budgeted search of {cut_short} was cut short by its time limit" in words
+            if len(proof.cut_short) == 1 else
+            f"The budgeted searches of {cut_short} were cut short by their time limit" in words)
 
 
 def test_cli_no_descent_skips_the_coordinate_descent(capsys):
@@ -278,8 +272,10 @@ def test_cli_no_descent_skips_the_coordinate_descent(capsys):
 
 
 def test_time_limit_that_finds_nothing_is_one_line_exit_1():
+    # (the energy proof, which runs first, has its own time: with 30 s it finds the optimum)
     run = subprocess.run([sys.executable, "-m", "ffm.map", "--workload", "matmul_chain", "--arch", "simple",
-                          "--time-limit", "1e-9", "--no-progress"], capture_output=True, text=True)
+                          "--time-limit", "1e-9", "--proof-time", "1e-9", "--no-progress"],
+                         capture_output=True, text=True)
     assert run.returncode == 1
     assert run.stderr.strip() == ("error: matmul_chain on simple: time limit: no valid mapping found with pmapgen "
                                   "cut short at 1e-09 s per Einsum; allow more time (0: no limit, exhaustive)")
