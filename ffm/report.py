@@ -27,12 +27,15 @@ def frontier_text(result: MapResult) -> str:
 
 def statistics_text(stats: MapStats) -> str:
     """pmapgen per Einsum, partial mappings kept per join step, seconds per phase."""
-    lines = ["Mapper statistics:",
-             f"  {'Einsum':<14}{'templates':>11}{'tile shapes':>13}{'pmappings kept':>16}{'seconds':>9}"
-             f"{'kept after join':>17}"]
+    lines = ["Mapper statistics:"]
     kept_after = dict(stats.join_steps)
-    if not stats.pmapgen:
+    if stats.pmapgen:
+        lines.append(f"  {'Einsum':<14}{'templates':>11}{'tile shapes':>13}{'pmappings kept':>16}{'seconds':>9}"
+                     f"{'kept after join':>17}")
+    else:
         lines.append("  pmapgen: not run (the energy proof ran first and completed; its searches are below)")
+        lines.append("  partial mappings kept after each join step: "
+                     + ", ".join(f"{e} {k:,}" for e, k in stats.join_steps))
     for e, s in stats.pmapgen.items():
         joined = f"{kept_after[e]:,}" if e in kept_after else "-"
         note = "" if s.complete else f"  ({s.stopped_by}: not exhaustive)"  # the proof may still complete

@@ -231,7 +231,9 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
     assert proof.found == math.inf  # it ran first: no mapping before it
     text = result_text(r)
     assert "optimal for energy" in text and "Energy proof: complete" in text and "WARNING" not in text
-    assert "pmapgen: not run" in text and "The proof lowered" not in text
+    assert "pmapgen: not run" in text and "The proof lowered" not in text and "tile shapes" not in text
+    assert "partial mappings kept after each join step: " + ", ".join(f"{e} {k:,}" for e, k in r.stats.join_steps) \
+        in text
     # the proof completed: no pmapgen, no coordinate descent after it
     assert r.stats.descent == () and "Coordinate descent" not in text and "pmapgen" not in r.stats.seconds
     # a proof cut short at once still bounds the optimum from below (energy floors)
