@@ -56,11 +56,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="let --out overwrite an existing file")
     p.add_argument("--time-limit", type=_seconds, default=DEFAULT_TIME_LIMIT, metavar="SECONDS",
                    help=f"pmapgen seconds per Einsum before it stops early and the result is flagged as not "
-                        f"provably optimal (default {DEFAULT_TIME_LIMIT:g}; 0: no limit, exhaustive)")
+                        f"provably optimal (default {DEFAULT_TIME_LIMIT:g}; 0: no limit, exhaustive, no proof); "
+                        f"for energy, pmapgen runs only if the energy proof does not complete")
     p.add_argument("--proof-time", type=_seconds, default=DEFAULT_PROOF_TIME, metavar="SECONDS",
-                   help=f"energy objective, when pmapgen was cut short: seconds per Einsum and step for the energy "
-                        f"proof that would make the result provably optimal (default {DEFAULT_PROOF_TIME:g}; "
-                        f"0: no proof)")
+                   help=f"energy objective with a time limit: seconds per Einsum and step for the energy proof, "
+                        f"which runs first and makes the result provably optimal where it completes "
+                        f"(default {DEFAULT_PROOF_TIME:g}; 0: no proof)")
     p.add_argument("--no-descent", action="store_true",
                    help="energy objective, when pmapgen was cut short and the proof did not complete: skip the "
                         "coordinate descent that searches each Einsum again within its compatibility group, and "
