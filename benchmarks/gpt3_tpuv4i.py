@@ -56,13 +56,16 @@ def main() -> None:
                       if r.stats.complete else "TIME LIMIT: not provably optimal" +
                       (f"; proof incomplete ({', '.join(proof.cut_short)} cut short), within "
                        f"{proof.bound / proof.lower:.2f}x of the optimum" if proof and proof.lower > 0 else ""))
-            print(f"{label:<28}{objective:<10}{r.stats.seconds['pmapgen']:>10.1f}{r.stats.seconds['join']:>8.1f}"
+            # (energy: pmapgen and its join run only when the proof, which runs first, did not complete)
+            print(f"{label:<28}{objective:<10}{r.stats.seconds.get('pmapgen', 0):>10.1f}"
+                  f"{r.stats.seconds.get('join', 0):>8.1f}"
                   f"{r.stats.seconds.get('descent', 0):>10.1f}{r.stats.seconds.get('proof', 0):>8.1f}"
                   f"{wall:>9.1f}{peak_mib():>10.0f}{ev.energy_pJ / 1e12:>11.4g}{ev.latency_s:>11.4g}  "
                   f"{', '.join(ev.fused_tensors) or 'nothing'} / {status}", flush=True)
             if r.stats.descent:  # how each step after the join lowered the energy (the descent: after the proof)
                 d = r.stats.descent[0]
-                steps = [f"join {r.stats.proof.found / 1e12:.4g} J"] if proof is not None else []
+                # (the proof's `found`: the seed's join, when the proof asked for one, else none)
+                steps = [f"join {proof.found / 1e12:.4g} J"] if proof is not None and proof.found < float("inf") else []
                 steps += [f"{'proof' if proof is not None else 'join'} {d.before / 1e12:.4g} J",
                           f"descent {d.after / 1e12:.4g} J"]
                 print(f"{'':<38}best found after: " + ", ".join(steps), flush=True)
