@@ -323,6 +323,13 @@ def test_proof_from_any_valid_mapping_finds_the_exhaustive_optimum_long(problem,
     check_proof(*problem, pick=pick, max_combinations=10_000_000, max_oracle_work=3_000_000)
 
 
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
+def test_proof_from_no_mapping_finds_the_exhaustive_optimum_long(problem, pick):
+    check_proof(*problem, pick=pick, max_combinations=10_000_000, max_oracle_work=3_000_000, from_nothing=True)
+
+
 @settings(max_examples=25, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_the_wildcard_bound_is_at_most_the_exhaustive_optimum(problem, pick):
