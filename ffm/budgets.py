@@ -10,7 +10,8 @@ join can search exactly:
 1. **minima**: each Einsum is searched with budgets rising from its energy floor until
    one keeps a pmapping, at most the lowest energy t_e of the pmappings found for it so
    far (a real pmapping's, so t_e >= min_e: the frontier within it holds a lowest-energy
-   pmapping; `pmapgen.prefixes.generate_by_rising_budgets`). The join over these tables
+   pmapping; `pmapgen.prefixes.generate_by_rising_budgets`; no ceiling when the proof
+   runs first, from no mapping: `ffm.map`, forty-fifth session). The join over these tables
    together with the pmappings found before is the best mapping made of either; it may
    lower U, and it is kept as the result even if the proof then cannot complete. Every
    Einsum runs even when one hits the time limit: a search cut short still bounds its
@@ -119,7 +120,9 @@ class Proof:
     incomplete: tuple[str, ...] = ()
     steps: tuple[tuple[str, dict[str, Stats]], ...] = ()
     seconds: float = 0.0
-    found: float = 0.0  # the best mapping's energy before the proof (`bound` is lower if the proof found better)
+    # the best mapping's energy before the proof (`bound` is lower if the proof found better); inf when
+    # it ran first, from no mapping (`ffm.map`), until its seed was asked for one
+    found: float = 0.0
     # the last wildcard bound's least term: its wildcards and the joins of the other
     # Einsums' tables (pJ; `ffm.wildcards.Bound.rest`); None: step 2 did not run
     least_term: tuple[tuple[str, ...], float] | None = None
