@@ -48,7 +48,8 @@ from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
-from pmapgen.templates import Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots, space
+from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots, space,
+                               storage_state)
 from pmapgen.tiling import tiling_lower_bound
 from pmapgen.tiles import divisor_chains
 from workloads.model import Workload
@@ -98,7 +99,8 @@ GROWTH = 1.1  # a rising budget's next value over its last (generate_by_rising_b
 _SHARED_MOVES: dict = {}
 SHARED_MOVES = 20000  # prefixes held in all (what a search keeps of its own is not bounded by it)
 _SHARED_FLOORS: dict = {}  # the same for `pmapgen.bounds.energy_floor_of`, whose plans are cached per floor
-SHARED_FLOORS = 64
+SHARED_FLOORS = 64  # spaces held in it, and in `_SHARED_MEMOS`
+_SHARED_MEMOS: dict = {}  # `templates.Space.memo` per space: storage states are few (hundreds per space)
 
 
 def _concat(parts: list[dict]) -> dict:
@@ -171,6 +173,9 @@ class _Search:
         # what `_moves` depends on: the space (tensor_keys and key only narrow it, `narrowed`), capacities, bits
         self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={}))),
                            arch, unit, tuple(workload.tensors[t].bits for t in self.e.tensors))
+        if len(_SHARED_MEMOS) >= SHARED_FLOORS and self._space_key not in _SHARED_MEMOS:
+            _SHARED_MEMOS.clear()
+        self.sp = replace(self.sp, memo=_SHARED_MEMOS.setdefault(self._space_key, {}))
         self._move_adds: dict = {}  # storage Move -> `_adds`
         self._fanouts: dict = {}  # spatial dim -> `_fanout`
         self._tile_checks: dict = {}  # structure id -> `pmapgen.fixed_key.tile_checks` (a keyed search's)
@@ -383,11 +388,9 @@ class _Search:
         a node) of a prefix: computed once per prefix, read by every batch reaching it."""
         shape = self._shapes.get(prefix)
         if shape is None:
-            candidates = {t: prefix.candidates(self.sp, t) for t in self.e.tensors}
-            shape = self._shapes[prefix] = (
-                dict(prefix.inner), candidates,
-                frozenset(self.floor.spread) - open_groups(self.sp, prefix),
-                frozenset(t for t, c in candidates.items() if c))
+            state = storage_state(self.sp, prefix)
+            shape = self._shapes[prefix] = (dict(prefix.inner), state.candidates,
+                                            frozenset(self.floor.spread) - open_groups(self.sp, prefix), state.open)
         return shape
 
     def _prune(self, key: Key, cols: dict) -> dict:

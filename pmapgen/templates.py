@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from itertools import combinations, product
 from typing import Iterator
@@ -114,6 +114,9 @@ class Space:
     must: dict  # tensor -> levels that must keep it
     backings: dict  # tensor -> levels its backing may use
     groups: dict  # fanout level -> its possible spatial groups
+    # what `moves` derives from a prefix's storage state alone (`storage_state`), which
+    # thousands of prefixes of one search share; a search may hand it on to the next of its space
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ class Prefix:
                 if (t in inner and k > inner[t]) or (t in pending and k >= pending[t])} | set(pending.values())
 
     def done(self, sp: Space) -> bool:
-        return not self.loose and not self.unplaced_must(sp)
+        return not self.loose and not storage_state(sp, self).unplaced_must
 
     @property
     def progress(self) -> int:
@@ -226,38 +229,71 @@ def _chains(p: Prefix, sp: Space, t: str) -> list[tuple[int, ...]]:
                    if levels and all(k in levels for k in must if top < k < levels[-1])]
 
 
+@dataclass(frozen=True)
+class StorageState:
+    """What follows from a prefix's storage state (`Prefix.inner`, `backing`,
+    `shared_onchip`, `floor`) alone: its storage runs as (move, `last_run`, `inner`,
+    `backing` after it, its deepest node below the root or -1), the levels each
+    tensor's next node may use, the tensors that may get one, and `Prefix.unplaced_must`."""
+    runs: tuple
+    candidates: dict
+    open: frozenset
+    unplaced_must: frozenset
+
+
+def storage_state(sp: Space, p: Prefix) -> StorageState:
+    key = (p.inner, p.backing, p.shared_onchip, p.floor)
+    out = sp.memo.get(key)
+    if out is None:
+        backing = dict(p.shared_onchip)
+        runs = []
+        for combo in product(*[[(t, c) for c in _chains(p, sp, t)] for t in sp.einsum.tensors]):
+            run = [(t, k) for t, levels in combo for k in levels]
+            if not run:
+                continue
+            run_nodes = tuple(Storage(sp.path[k], tuple(sorted(t for t, kk in run if kk == k)))
+                              for k in sorted({k for _, k in run}))
+            inner = dict(p.inner)
+            inner.update((t, levels[-1]) for t, levels in combo if levels)
+            runs.append((Move(run_nodes), tuple(sorted({t for t, k in run if backing.get(t) != k})),
+                         tuple(sorted(inner.items())), p.backing - set(run),
+                         max((k for _, k in run if k != 0), default=-1)))
+        candidates = {t: p.candidates(sp, t) for t in sp.einsum.tensors}
+        out = sp.memo[key] = StorageState(tuple(runs), candidates, frozenset(t for t, c in candidates.items() if c),
+                                           frozenset(p.unplaced_must(sp)))
+    return out
+
+
+def _indexing_groups(sp: Space, k: int, pending: frozenset, need_index: set) -> list:
+    """The spatial groups of fanout level k whose every loop indexes the tensors of the
+    on-chip backings still to place (`pending`)."""
+    key = ("groups", k, pending)
+    out = sp.memo.get(key)
+    if out is None:
+        out = sp.memo[key] = [g for g in sp.groups[k] if all(need_index <= sp.relevance[r] for _, r in g)]
+    return out
+
+
 def moves(sp: Space, p: Prefix) -> Iterator[tuple[Move, Prefix]]:
     """Every move the rules of the module docstring allow after prefix `p`, with the
     prefix it leads to."""
-    e, path, relevance, constraints = sp.einsum, sp.path, sp.relevance, sp.constraints
-    backing = dict(p.shared_onchip)
+    e, relevance, constraints = sp.einsum, sp.relevance, sp.constraints
+    state = storage_state(sp, p)
     need_index = {t for t, _ in p.backing}  # loops placed now are above their backing
     fused = bool(need_index)
     rank_index = {r: i for i, r in enumerate(relevance)}
     # (a) a storage run: for each tensor, its next nodes (possibly none)
     if p.last != "storage":
-        for combo in product(*[[(t, c) for c in _chains(p, sp, t)] for t in e.tensors]):
-            run = [(t, k) for t, levels in combo for k in levels]
-            if not run:
-                continue
-            run_nodes = tuple(Storage(path[k], tuple(sorted(t for t, kk in run if kk == k)))
-                              for k in sorted({k for _, k in run}))
-            movable = tuple(sorted({t for t, k in run if backing.get(t) != k}))
-            inner = dict(p.inner)
-            inner.update((t, levels[-1]) for t, levels in combo if levels)
-            yield Move(run_nodes), p.but(
-                inner=tuple(sorted(inner.items())), backing=p.backing - set(run),
-                deepest=max([p.deepest] + [k for _, k in run if k != 0]), loose=False, last="storage",
-                last_run=movable, block=())
+        for move, movable, inner, rest, deepest in state.runs:
+            yield move, p.but(inner=inner, backing=rest, deepest=max(p.deepest, deepest), loose=False,
+                              last="storage", last_run=movable, block=())
     # (b) a spatial group
     for k, options in sp.groups.items():
         if k in p.groups_placed or (p.last == "temporal" and not fused) or p.deepest >= k:
             continue
-        if any(kk < k for kk in p.unplaced_must(sp)):
+        if any(kk < k for kk in state.unplaced_must):
             continue  # nodes above the fanout could no longer be placed
-        for group in options:
-            if any(not need_index <= relevance[r] for _, r in group):
-                continue
+        for group in _indexing_groups(sp, k, p.backing, need_index):
             group_ranks = [r for _, r in group]
             if fused and (len(set(group_ranks)) < len(group_ranks) or p.fused_ranks & set(group_ranks)):
                 continue  # fused loops: each rank variable at most once
@@ -273,7 +309,7 @@ def moves(sp: Space, p: Prefix) -> Iterator[tuple[Move, Prefix]]:
                 depth=p.depth + len(group))
     # (c) a temporal loop; one with no storage node below it changes nothing (the leaf iterates
     # whatever extent is left), so loops only go where a storage node can still follow
-    if not any(p.candidates(sp, t) for t in e.tensors):
+    if not state.open:
         return
     for r in relevance:
         if (r in p.block and not fused) or p.loops[rank_index[r]] >= sp.max_loops[r] \
@@ -312,7 +348,7 @@ def open_groups(sp: Space, p: Prefix) -> frozenset[int]:
     can no longer be used)."""
     lowest = -math.inf  # the shallowest level a tensor's next node may use, if it matters
     if p.last == "temporal" and not p.fused:
-        lowest = min((c for t in sp.einsum.tensors for c in p.candidates(sp, t)), default=math.inf)
+        lowest = min((c for cs in storage_state(sp, p).candidates.values() for c in cs), default=math.inf)
     return frozenset(k for k in sp.groups if k not in p.groups_placed and k > p.deepest and k > lowest)
 
 
