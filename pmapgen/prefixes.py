@@ -434,12 +434,27 @@ class _Search:
         if out is None:
             out = _SHARED_MOVES.get(self._space_key, {}).get(prefix)
             if out is None:
-                options = [(move, after, self._adds(move) if isinstance(move.nodes[0], Storage) else None)
-                           for move, after in moves(self.sp, prefix)]
-                out = (options, _capacity_plan([a for *_, a in options if a is not None]))
+                adds, plan = self._runs(prefix)
+                options = [(move, after, adds[i] if i < len(adds) else None)
+                           for i, (move, after) in enumerate(moves(self.sp, prefix))]
+                assert all(isinstance(move.nodes[0], Storage) == (a is not None) for move, _, a in options)
+                out = (options, plan)
                 if sum(map(len, _SHARED_MOVES.values())) < SHARED_MOVES:
                     _SHARED_MOVES.setdefault(self._space_key, {})[prefix] = out
             self._move_lists[prefix] = out
+        return out
+
+    def _runs(self, prefix: Prefix) -> tuple[tuple, tuple]:
+        """(`_adds` of each storage run `moves` offers after `prefix`, which come first and
+        in `templates.storage_state` order, and their `_capacity_plan`): per storage state,
+        in the space's memo (its key holds the arch, unit and bits these depend on)."""
+        if prefix.last == "storage":
+            return (), _capacity_plan([])
+        key = ("runs", prefix.inner, prefix.backing, prefix.shared_onchip, prefix.floor)
+        out = self.sp.memo.get(key)
+        if out is None:
+            adds = tuple(self._adds(move) for move, *_ in storage_state(self.sp, prefix).runs)
+            out = self.sp.memo[key] = (adds, _capacity_plan(list(adds)))
         return out
 
     def _adds(self, move: Move) -> tuple:

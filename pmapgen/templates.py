@@ -276,7 +276,7 @@ def _indexing_groups(sp: Space, k: int, pending: frozenset, need_index: set) -> 
 
 def moves(sp: Space, p: Prefix) -> Iterator[tuple[Move, Prefix]]:
     """Every move the rules of the module docstring allow after prefix `p`, with the
-    prefix it leads to."""
+    prefix it leads to: the storage runs first, in `storage_state(sp, p).runs` order."""
     e, relevance, constraints = sp.einsum, sp.relevance, sp.constraints
     state = storage_state(sp, p)
     need_index = {t for t, _ in p.backing}  # loops placed now are above their backing
