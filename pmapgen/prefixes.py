@@ -48,8 +48,8 @@ from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
-from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots, space,
-                               storage_state)
+from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
+                               space, storage_state)
 from pmapgen.tiling import tiling_lower_bound
 from pmapgen.tiles import divisor_chains
 from workloads.model import Workload
@@ -168,7 +168,6 @@ class _Search:
         self.incoming: dict[Key, list] = {}
         self.order = KeyOrder()  # the keys rows wait at
         self.done: list[tuple[Key, int, dict]] = []
-        self._shapes: dict = {}  # Prefix -> `_shape`
         self._move_lists: dict = {}  # Prefix -> `_moves`
         # what `_moves` depends on: the space (tensor_keys and key only narrow it, `narrowed`), capacities, bits
         self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={}))),
@@ -180,7 +179,7 @@ class _Search:
         self._fanouts: dict = {}  # spatial dim -> `_fanout`
         self._tile_checks: dict = {}  # structure id -> `pmapgen.fixed_key.tile_checks` (a keyed search's)
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
-        self._steps: dict = {}  # (loop Move, Prefix it leads to) -> `pmapgen.bounds.loop_step`
+        self._steps: dict = {}  # (loop Move, `_open` of the prefix it leads to) -> `pmapgen.bounds.loop_step`
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self.stats = Stats()
@@ -379,19 +378,11 @@ class _Search:
     def _plan(self, prefix: Prefix):
         plan = self._plans.get(prefix)
         if plan is None:
-            plan = self._plans[prefix] = floor_plan(self.floor, *self._shape(prefix)[:3])
+            # (fanout levels that can get no more spatial loops: their spread is gone)
+            closed = frozenset(self.floor.spread) - open_groups(self.sp, prefix)
+            plan = self._plans[prefix] = floor_plan(self.floor, dict(prefix.inner),
+                                                    storage_state(self.sp, prefix).candidates, closed)
         return plan
-
-    def _shape(self, prefix: Prefix) -> tuple:
-        """(innermost level per tensor with a node, candidate levels of each tensor's next
-        node, fanout levels that can get no more spatial loops, tensors that may still get
-        a node) of a prefix: computed once per prefix, read by every batch reaching it."""
-        shape = self._shapes.get(prefix)
-        if shape is None:
-            state = storage_state(self.sp, prefix)
-            shape = self._shapes[prefix] = (dict(prefix.inner), state.candidates,
-                                            frozenset(self.floor.spread) - open_groups(self.sp, prefix), state.open)
-        return shape
 
     def _prune(self, key: Key, cols: dict) -> dict:
         keep = self._frontier(key, cols)
@@ -624,10 +615,11 @@ class _Search:
 
     def _step(self, move: Move, prefix: Prefix):
         """The `loop_step` of a loop move into `prefix` (cached)."""
-        step = self._steps.get((move, prefix))
+        pending = self._open(prefix)
+        step = self._steps.get((move, pending))
         if step is None:
             loops = tuple((lp.rank_variable, self._dim(lp)) for lp in move.nodes)
-            step = self._steps[move, prefix] = loop_step(self.e, loops, frozenset(self.e.tensors) - self._open(prefix))
+            step = self._steps[move, pending] = loop_step(self.e, loops, frozenset(self.e.tensors) - pending)
         return step
 
     def _dim(self, loop: Loop):
@@ -731,7 +723,7 @@ class _Search:
 
     def _open(self, prefix: Prefix) -> frozenset[str]:
         """Tensors that may still get a storage node (their fills and lifetimes matter)."""
-        return self._shape(prefix)[3]
+        return storage_state(self.sp, prefix).open
 
     def _key(self, prefix: Prefix, sids: np.ndarray, depth_f: int | None, lifetimes: dict) -> Key:
         """The merge key of rows with structure ids `sids` (all of one multiset of fused
