@@ -735,7 +735,7 @@ class _Search:
             loops = tuple(n if self.sp.max_loops[r] < _prime_factors(self.w.rank_sizes[r]) else 0
                           for r, n in zip(self.sp.relevance, prefix.loops))
             depth = prefix.depth if depth_f is None else min(prefix.depth, depth_f + 1)
-            normal = self._normal[prefix, depth_f] = replace(prefix, loops=loops, depth=depth)
+            normal = self._normal[prefix, depth_f] = prefix.but(loops=loops, depth=depth)
         return Key(normal, self._multisets[int(sids[0])], depth_f, tuple(sorted(lifetimes.items())))
 
     def _access(self, out: dict, kind: str, level: str, bits) -> None:
