@@ -187,6 +187,37 @@ def test_prefix_search_within_an_energy_budget_keeps_the_frontier_under_it(probl
     same_frontiers_within_budget(*problem, quantile)
 
 
+def rows_of(result) -> list:
+    """A search result's rows (template, tiles, key, energy), sorted: its rows in any order."""
+    table, templates = result[:2]
+    return sorted((repr(templates[i]), tuple(t), repr(c), float(x))
+                  for i, t, c, x in zip(table["template"], table["tiles"], table["compat"], table["energy"]))
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(small_problems(max_levels=3), st.sampled_from([0.0, 0.5, 1.0]))
+def test_a_search_after_others_keeps_what_a_fresh_one_keeps(problem, quantile):
+    """What earlier searches left in this process (each space's storage states,
+    `templates.storage_state`, and moves) changes nothing: after every Einsum's search, a
+    budgeted search of each keeps the same rows from the same prefixes as one with every
+    shared cache empty."""
+    w, a = problem
+    warm, budgets = {}, {}
+    with mock.patch.dict(prefixes._SHARED_MEMOS, clear=True), mock.patch.dict(prefixes._SHARED_MOVES, clear=True):
+        for e in w.einsum_names:
+            table = generate_by_prefixes(e, w, a, objectives=("energy",))[0]  # fills its space's memo
+            if not table.empty:
+                budgets[e] = float(np.quantile(table["energy"], quantile))
+        assert any(prefixes._SHARED_MEMOS.values())
+        for e, budget in budgets.items():
+            warm[e] = generate_by_prefixes(e, w, a, objectives=("energy",), budget=budget)
+    for e, budget in budgets.items():
+        with mock.patch.dict(prefixes._SHARED_MEMOS, clear=True), mock.patch.dict(prefixes._SHARED_MOVES, clear=True):
+            cold = generate_by_prefixes(e, w, a, objectives=("energy",), budget=budget)
+        assert rows_of(warm[e]) == rows_of(cold), e
+        assert warm[e][2].templates == cold[2].templates and warm[e][2].tile_shapes == cold[2].tile_shapes, e
+
+
 class TickingClock:
     """A clock that advances one second per reading: a time limit of n seconds stops the
     prefix search after a fixed number of steps, the same on every machine."""
