@@ -114,8 +114,9 @@ class Space:
     must: dict  # tensor -> levels that must keep it
     backings: dict  # tensor -> levels its backing may use
     groups: dict  # fanout level -> its possible spatial groups
-    # what `moves` derives from a prefix's storage state alone (`storage_state`), which
-    # thousands of prefixes of one search share; a search may hand it on to the next of its space
+    # what the space gives each storage state, which thousands of prefixes of one search share
+    # (`storage_state`, `_indexing_groups`, the prefix search's capacity plans); a search
+    # may hand it on to the next of its space
     memo: dict = field(default_factory=dict, compare=False, repr=False)
 
 
@@ -242,7 +243,8 @@ class StorageState:
 
 
 def storage_state(sp: Space, p: Prefix) -> StorageState:
-    key = (p.inner, p.backing, p.shared_onchip, p.floor)
+    """p's `StorageState`, computed once per storage state of the space (`Space.memo`)."""
+    key = ("state", p.inner, p.backing, p.shared_onchip, p.floor)
     out = sp.memo.get(key)
     if out is None:
         backing = dict(p.shared_onchip)
@@ -288,7 +290,7 @@ def moves(sp: Space, p: Prefix) -> Iterator[tuple[Move, Prefix]]:
             yield move, p.but(inner=inner, backing=rest, deepest=max(p.deepest, deepest), loose=False,
                               last="storage", last_run=movable, block=())
     # (b) a spatial group
-    for k, options in sp.groups.items():
+    for k in sp.groups:
         if k in p.groups_placed or (p.last == "temporal" and not fused) or p.deepest >= k:
             continue
         if any(kk < k for kk in state.unplaced_must):
