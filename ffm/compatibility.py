@@ -227,6 +227,20 @@ def _factorize(values: list) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), uniques
 
 
+def factorize_keys(values) -> tuple[np.ndarray, np.ndarray]:
+    """`pd.factorize` of a column of compatibility keys (codes by first appearance, the
+    distinct keys), hashing each distinct object once: the rows of a group share one key
+    object (`pmapgen.generate._compat_keys`, kept so through pickling and concatenation),
+    and hashing a nested tuple walks all of it (at batch 1, half of building a join's
+    view of a table; forty-seventh session)."""
+    if not isinstance(values, np.ndarray):  # (a list of equal-length tuples would become 2-D)
+        values = np.fromiter(values, dtype=object, count=len(values))
+    by_object, _ = pd.factorize(np.fromiter(map(id, values), dtype=np.int64, count=len(values)))
+    first = np.unique(by_object, return_index=True)[1]
+    codes, uniques = pd.factorize(values[first], use_na_sentinel=False)
+    return codes[by_object].astype(np.int64), uniques
+
+
 def _items(mappings: list[tuple]) -> tuple[list, list]:
     """The keys and the values of sorted (key, value) tuples, all concatenated."""
     flat = [item for m in mappings for item in m]

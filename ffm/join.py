@@ -28,7 +28,7 @@ import pandas as pd
 
 from arch.model import Arch
 from ffm import reservations
-from ffm.compatibility import START, Key, Pairs, group_pairs, pmapping_groups
+from ffm.compatibility import START, Key, Pairs, factorize_keys, group_pairs, pmapping_groups
 from ffm.epsilon import epsilon_mask
 from pmapgen.capacity import capacity_unit, finite_levels
 from workloads.model import Workload
@@ -61,8 +61,8 @@ class _Table:
     and lifetime depth k (k = 0..depth, capped at each row's F), backing tiles."""
 
     def __init__(self, table: pd.DataFrame, levels: list[str], depth: int, tensors: tuple[str, ...]):
-        codes, uniques = pd.factorize(table["compat"])
-        self.groups, self.compat = codes.astype(np.int64), pmapping_groups(list(uniques))
+        self.groups, uniques = factorize_keys(table["compat"].to_numpy())
+        self.compat = pmapping_groups(list(uniques))
         self.order, self.start = _sorted_groups(self.groups, len(uniques))  # rows by group
         self.labels = table.index.to_numpy()
         self.energy = table["energy"].to_numpy(dtype=float)

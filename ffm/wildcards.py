@@ -30,10 +30,12 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 from arch.model import Arch
+from ffm.compatibility import factorize_keys
 from ffm.join import hold
 from ffm.search import SearchResult, search
 from workloads.model import Workload
@@ -97,8 +99,10 @@ def cut_keys(table: pd.DataFrame, sub: Workload) -> pd.DataFrame:
     key = (id(table), keyed & shared)
     held = _CUTS.pop(key, None)
     if held is None or held[0] is not table:
-        held = (table, table.assign(compat=[(tuple((t, c) for t, c in k[0] if t in shared), k[1])
-                                            for k in table["compat"]]))
+        codes, uniques = factorize_keys(table["compat"].to_numpy())
+        cut = np.fromiter(((tuple((t, c) for t, c in k[0] if t in shared), k[1]) for k in uniques), dtype=object,
+                          count=len(uniques))
+        held = (table, table.assign(compat=cut[codes]))  # (rows of a group keep sharing one key)
     hold(_CUTS, key, held, CUTS_HELD, CUT_ROWS_HELD)
     return held[1]
 

@@ -1,13 +1,15 @@
 """`ffm.compatibility.group_pairs` (vectorised) equals a plain per-group reference on random
 keys: the same pairs in the same order, the same new keys and per-pair columns."""
+import pickle
 from itertools import product
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import arch as arch_specs
 import workloads
-from ffm.compatibility import Key, _renamings, _same_rank, group_pairs, needed_depth, pmapping_groups
+from ffm.compatibility import Key, _renamings, _same_rank, factorize_keys, group_pairs, needed_depth, pmapping_groups
 from pmapgen.capacity import finite_levels
 
 W = workloads.load("gpt3", batch=1, seq_len=16)
@@ -133,3 +135,18 @@ def test_renamings_in_product_order():
     assert per.tolist() == [len(e) for e in expected]
     width = int(lengths.max())
     assert rows.tolist() == [list(c) + [-1] * (width - len(c)) for e in expected for c in e]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_factorize_keys_equals_pandas(seed):
+    """Keys shared as objects, equal but distinct objects, and unique ones: the codes and
+    distinct keys `pd.factorize` gives, in its order."""
+    rng = np.random.default_rng(seed)
+    pool = [((("A", ("L", ((0, int(a), False),))),), ((("m", int(b), False)),)) for a, b in rng.integers(0, 3, (6, 2))]
+    values = [pool[i] if rng.random() < 0.5 else pickle.loads(pickle.dumps(pool[i]))  # the object, or an equal one
+              for i in rng.integers(0, len(pool), 40)]
+    codes, uniques = factorize_keys(values)
+    expected_codes, expected = pd.factorize(pd.Series(values, dtype=object))
+    assert codes.tolist() == expected_codes.tolist()
+    assert list(uniques) == list(expected)
+    assert factorize_keys([])[0].tolist() == []

@@ -481,3 +481,19 @@ def test_epsilon_mask_keeps_a_close_row_for_every_dropped_one(x, n_groups, delta
         assert close, (i, x[i])
     # of rows in equal buckets the best is offered first, so kept rows are on the exact frontier
     assert not (keep & ~pareto_mask(x, groups)).any()
+
+
+def test_kept_rows_are_one_frame_per_table_and_mask():
+    """`_under_bound`'s filter: the rows table[mask] gives, labels included, as the same
+    frame for the same table and mask (the join's view of it is built once), the table
+    itself when every row is kept, and a new frame for a new table."""
+    from ffm.search import _kept
+    table = pd.DataFrame({"energy": [3.0, 1.0, 2.0, 5.0]}, index=[7, 3, 9, 4])
+    mask = table["energy"].to_numpy() <= 2.5
+    first = _kept(table, mask)
+    pd.testing.assert_frame_equal(first, table[mask])
+    assert _kept(table, mask.copy()) is first
+    assert _kept(table, np.ones(4, dtype=bool)) is table
+    other = table.copy()
+    assert _kept(other, mask) is not first
+    pd.testing.assert_frame_equal(_kept(other, ~mask), table[~mask])
