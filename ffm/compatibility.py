@@ -260,11 +260,15 @@ def _lookup(d: dict, keys: list) -> np.ndarray:
 def _row_codes(m: np.ndarray) -> np.ndarray:
     """A code per distinct row of an integer matrix with entries >= -1, numbered by first
     appearance (a matrix of no columns: all rows equal)."""
-    code = np.zeros(len(m), dtype=np.int64)
-    for c in m.T:
+    code, span = np.zeros(len(m), dtype=np.int64), 1  # code < span
+    for c in m.T:  # a mixed radix, hashed only when the next column would overflow it
         v = c.astype(np.int64) + 1
-        code = pd.factorize(code * (int(v.max(initial=0)) + 1) + v)[0].astype(np.int64)
-    return code
+        width = int(v.max(initial=0)) + 1
+        if span * width >= 1 << 62:
+            code, seen = pd.factorize(code)
+            code, span = code.astype(np.int64), len(seen)
+        code, span = code * width + v, span * width
+    return pd.factorize(code)[0].astype(np.int64)
 
 
 def _first(codes: np.ndarray) -> np.ndarray:

@@ -150,3 +150,17 @@ def test_factorize_keys_equals_pandas(seed):
     assert codes.tolist() == expected_codes.tolist()
     assert list(uniques) == list(expected)
     assert factorize_keys([])[0].tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_row_codes_number_distinct_rows_by_first_appearance(seed):
+    """`_row_codes`: equal rows get equal codes, numbered by first appearance, also where
+    the columns' mixed radix must be hashed on the way (entries up to 10^6, 30 columns)."""
+    from ffm.compatibility import _row_codes
+    rng = np.random.default_rng(seed)
+    for n, k, high in [(0, 3, 5), (50, 0, 5), (200, 4, 3), (200, 30, 10 ** 6), (300, 12, 2)]:
+        m = rng.integers(-1, high, (n, k))
+        m[n // 2:] = m[:n - n // 2]  # repeated rows
+        first: dict = {}
+        expected = [first.setdefault(tuple(r), len(first)) for r in m.tolist()]
+        assert _row_codes(m).tolist() == expected
