@@ -93,7 +93,9 @@ def pareto_mask(criteria: np.ndarray, groups: np.ndarray | None = None) -> np.nd
         return keep
     order = np.lexsort((x[:, 0], g)).astype(np.int64)
     sorted_groups = g[order]
-    starts = np.flatnonzero(np.r_[True, sorted_groups[1:] != sorted_groups[:-1], True]).astype(np.int64)
+    edges = np.ones(n + 1, dtype=np.bool_)  # where a group starts, and the end (np.r_ costs 5 us a call)
+    np.not_equal(sorted_groups[1:], sorted_groups[:-1], out=edges[1:n])
+    starts = np.flatnonzero(edges).astype(np.int64)
     _pareto_sorted(x, order, starts, keep)
     return keep
 
