@@ -16,7 +16,7 @@ key and builds each new one.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -76,6 +76,8 @@ class PmappingGroups:
     fused_code: np.ndarray
     fused: np.ndarray
     loops: "_Codes"
+    # (top level, levels): (each c_T's loops above an on-chip backing, its level's index): `_ct_columns`
+    by_levels: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,8 +144,7 @@ def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple] | Pm
     live = _padded(_lengths([k.live for k in keys]), p_code, len(names), _lookup(col, p_names))
     tcols = [col[t] for t in tensors]
     assert (yct[:, tcols] >= 0).all(), "every pmapping group keys every shared tensor of its Einsum"
-    depth = np.array([len(c[1]) if c[0] != top else 0 for c in ct] + [0], dtype=np.int64)  # needed_depth's terms
-    onchip = np.array([level_index.get(c[0], -1) if c[0] != top else -1 for c in ct] + [-1], dtype=np.int64)
+    depth, onchip = _ct_columns(ys, ct, top, level_index)
     s_p = depth[live].max(axis=1, initial=0)
 
     # Fused loops as codes: each pmapping group's (yloops[g, :fy[g]]) and each renaming of
@@ -180,9 +181,9 @@ def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple] | Pm
     key = _row_codes(np.column_stack([new_live, np.where(np.arange(yloops.shape[1]) < s_next[:, None], yloops[y], -1)]))
     first = _first(key)
     live_code = _row_codes(new_live[first])
-    lives = [tuple((names[j], ct[c]) for j, c in enumerate(nl) if c >= 0)
-             for nl in new_live[first[_first(live_code)]].tolist()]
-    new_keys = [Key(lives[lv], yf[f][:sn], einsum if sn else "")
+    lives = _held_items(new_live[first[_first(live_code)]], names, ct)
+    fused = list(yf)  # (a list reads faster by index than an object array)
+    new_keys = [Key(lives[lv], fused[f][:sn], einsum if sn else "")
                 for lv, f, sn in zip(live_code.tolist(), yf_code[y[first]].tolist(), s_next[first].tolist())]
 
     in_live = live[pos][:, tcols] >= 0
@@ -190,6 +191,33 @@ def group_pairs(pkeys: list[Key], present: np.ndarray, ycompat: list[tuple] | Pm
     dies = in_live & ~np.array([t in alive for t in tensors], dtype=bool)
     return Pairs(p=present[pos].astype(np.int64), y=y, s=s_p[pos], fy=fy[y], s_next=s_next, key=key,
                  keys=new_keys, tensors=tensors, fresh=np.where(in_live, -1, at), dying=np.where(dies, at, -1))
+
+
+def _ct_columns(ys: PmappingGroups, ct: list, top: str, level_index: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Per c_T of `ct` (`ys`' own first, then the partial side's new ones), and a final
+    sentinel: the loops above it when backed on chip (`needed_depth`'s terms, 0 at the
+    top level) and its level's index (-1 at the top level). `ys`' part is computed once
+    per levels (a table is joined hundreds of times)."""
+    def columns(cts) -> tuple[list, list]:
+        return ([len(c[1]) if c[0] != top else 0 for c in cts],
+                [level_index.get(c[0], -1) if c[0] != top else -1 for c in cts])
+    key = (top, tuple(level_index.items()))
+    if key not in ys.by_levels:
+        ys.by_levels[key] = columns(ys.cts.seen)
+    (depth, onchip), (more_depth, more_onchip) = ys.by_levels[key], columns(ct[len(ys.cts.seen):])
+    return (np.array(depth + more_depth + [0], dtype=np.int64), np.array(onchip + more_onchip + [-1], dtype=np.int64))
+
+
+def _held_items(codes: np.ndarray, names: tuple, values: list) -> list[tuple]:
+    """Per row of `codes` (a column per name, -1 for none): ((name, values[code]), ...)
+    over the names it holds, in column order. Read entry by entry only where held."""
+    row, col = np.nonzero(codes >= 0)
+    items = list(zip(map(names.__getitem__, col.tolist()), map(values.__getitem__, codes[row, col].tolist())))
+    out, at = [], 0
+    for n in np.bincount(row, minlength=len(codes)).tolist():
+        out.append(tuple(items[at:at + n]))
+        at += n
+    return out
 
 
 def _match(pct: np.ndarray, s: np.ndarray, renamed: np.ndarray, yct: np.ndarray, yloops: np.ndarray,
