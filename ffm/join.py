@@ -1,7 +1,9 @@
 """FFM phase 2 (FFM §6.2): join the pmappings of one Einsum at a time, grouping by
 compatibility, pruning dominated partial mappings and consolidating reservations.
 
-A partial mapping (Einsums 0..i joined) is a row of numbers:
+A partial mapping (Einsums 0..i joined) is a row of numbers, held as `Columns` ({column:
+array}: a step builds, filters and prunes whole columns, and a pandas frame per step cost
+more than the numpy work at the proof's sizes):
 - `group`: its compatibility group, an index into the step's list of `Key`s
   (`ffm.compatibility`: live tensors' c_T and the loops the next Einsum must share);
 - `row:<einsum>`: the pmapping table row chosen for each joined Einsum;
@@ -43,17 +45,34 @@ TABLE_ROWS_HELD = 1 << 20
 _TABLES: dict[tuple, tuple[pd.DataFrame, "_Table"]] = {}
 
 
+Columns = dict  # {column: numpy array}, every array one value per partial mapping
+
+
+def rows_in(cols: Columns) -> int:
+    """How many partial mappings `cols` holds."""
+    return len(cols["group"])
+
+
+def _take(cols: Columns, index: np.ndarray) -> Columns:
+    """The partial mappings at `index` (positions or a mask)."""
+    return {c: v[index] for c, v in cols.items()}
+
+
+def _concat(parts: list[Columns]) -> Columns:
+    return parts[0] if len(parts) == 1 else {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+
+
 @dataclass(frozen=True)
 class Partial:
     """Partial mappings (`frame`, one row each) and the groups its `group` column indexes."""
-    frame: pd.DataFrame
+    frame: Columns
     keys: list[Key]
 
 
 def initial(arch: Arch, depth: int) -> Partial:
-    cols = {"group": [0], "energy": [0.0], "latency": [0.0]}
-    cols.update({c: [0.0] for c in reservations.columns(finite_levels(arch), depth)})
-    return Partial(pd.DataFrame(cols), [START])
+    cols = {"group": np.zeros(1, dtype=np.int64), "energy": np.zeros(1), "latency": np.zeros(1)}
+    cols.update({c: np.zeros(1) for c in reservations.columns(finite_levels(arch), depth)})
+    return Partial(cols, [START])
 
 
 class _Table:
@@ -134,8 +153,8 @@ def _work(pairs: Pairs, p_count: np.ndarray, y_count: np.ndarray) -> list[tuple[
 
 def join_step(partial: Partial, table: pd.DataFrame, einsum: str, later: set[str],
               workload: Workload, arch: Arch, depth: int,
-              fresh: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
-              merge: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+              fresh: Callable[[Columns], Columns] | None = None,
+              merge: Callable[[Columns], Columns] | None = None,
               counted: list[int] | None = None) -> Partial:
     """Every compatible (partial mapping, pmapping of `einsum`) pair, with consolidated
     reservations, within capacity; `later` holds the Einsums not yet joined after this one.
@@ -146,16 +165,15 @@ def join_step(partial: Partial, table: pd.DataFrame, einsum: str, later: set[str
     `counted` receives the number of pairs within capacity, batch by batch."""
     fresh = fresh or (lambda df: df)
     levels = finite_levels(arch)
-    frame = partial.frame
-    pcols = _arrays(frame)
-    pgroups = pcols.pop("group").astype(np.int64, copy=False)
+    pcols = dict(partial.frame)
+    pgroups = pcols.pop("group")
     tensors = tuple(sorted(t for t in workload.einsum(einsum).tensors if workload.is_shared(t)))
     y = _table(table, levels, depth, tensors)
     pairs = group_pairs(partial.keys, np.unique(pgroups), y.compat, einsum, later, workload, arch, levels)
     assert pairs.tensors == tensors or not len(pairs.p)
     p_order, p_start = _sorted_groups(pgroups, len(partial.keys))
     y_order, y_start = y.order, y.start
-    out: list[pd.DataFrame] = []
+    out: list[Columns] = []
     kept_rows = 0
     for pair, lo, n_p, n_y in _work(pairs, np.diff(p_start), np.diff(y_start)):
         sizes = n_p * n_y
@@ -166,31 +184,21 @@ def join_step(partial: Partial, table: pd.DataFrame, einsum: str, later: set[str
         iy = y_order[y_start[pairs.y[g]] + local % n_y[item]]
         df = _combine(pcols, ip, y, iy, pairs, g, einsum, levels, depth, arch)
         if counted is not None:
-            counted.append(len(df))
+            counted.append(rows_in(df))
         out.append(fresh(df))
-        kept_rows += len(out[-1])
+        kept_rows += rows_in(out[-1])
         if merge is not None and kept_rows > BATCH_ROWS and len(out) > 1:
-            out = [merge(pd.concat(out, ignore_index=True))]
-            kept_rows = len(out[0])
-    columns = ["group", *(c for c in frame.columns if c.startswith("row:")), f"row:{einsum}", "energy", "latency",
-               *reservations.columns(levels, depth)]
-    frame = pd.concat(out, ignore_index=True) if out else pd.DataFrame({c: [] for c in columns})
-    return Partial(frame, pairs.keys)
-
-
-def _arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """{column: its values} of a frame of numbers, read one dtype at a time: a column at a
-    time costs a pandas lookup each, and the proof's joins read tens of columns in
-    thousands of steps (at batch 1, 1.2 s of 14; forty-seventh session)."""
-    out = {}
-    for part in (frame.select_dtypes(include="float"), frame.select_dtypes(exclude="float")):
-        values = part.to_numpy().T
-        out.update(zip(part.columns, values))
-    return {c: out[c] for c in frame.columns}
+            out = [merge(_concat(out))]
+            kept_rows = rows_in(out[0])
+    if not out:
+        columns = ["group", *(c for c in partial.frame if c.startswith("row:")), f"row:{einsum}", "energy",
+                   "latency", *reservations.columns(levels, depth)]
+        out = [{c: np.zeros(0, dtype=np.int64 if c == "group" or c.startswith("row:") else float) for c in columns}]
+    return Partial(_concat(out), pairs.keys)
 
 
 def _combine(p: dict[str, np.ndarray], ip: np.ndarray, y: _Table, iy: np.ndarray, pairs: Pairs, g: np.ndarray,
-             einsum: str, levels: list[str], depth: int, arch: Arch) -> pd.DataFrame:
+             einsum: str, levels: list[str], depth: int, arch: Arch) -> Columns:
     """The joined rows (partial row ip[i] with pmapping row iy[i], of group pair g[i]) that
     fit every level."""
     cols = {"group": pairs.key[g]}
@@ -210,7 +218,7 @@ def _combine(p: dict[str, np.ndarray], ip: np.ndarray, y: _Table, iy: np.ndarray
                                                  capacity_unit(arch, lv)[1])
         cols.update(res_cols)
         ok &= fits
-    return pd.DataFrame(cols if ok.all() else {c: v[ok] for c, v in cols.items()})
+    return cols if ok.all() else _take(cols, ok)
 
 
 def criteria_columns(columns, objectives: tuple[str, ...], keep_peak: bool = False) -> list[str]:
@@ -222,18 +230,18 @@ def criteria_columns(columns, objectives: tuple[str, ...], keep_peak: bool = Fal
                                or (c[:2] == "U:" and (keep_peak or c.rsplit(":", 1)[1] != "0"))]
 
 
-def prune_partial(partial: pd.DataFrame, objectives: tuple[str, ...], delta: float = 0.0,
-                  keep_peak: bool = False, tag: Callable[[pd.DataFrame], np.ndarray] | None = None) -> pd.DataFrame:
+def prune_partial(partial: Columns, objectives: tuple[str, ...], delta: float = 0.0,
+                  keep_peak: bool = False, tag: Callable[[Columns], np.ndarray] | None = None) -> Columns:
     """Drop partial mappings dominated within their group (on `criteria_columns`); with
     δ > 0, ε-dominated ones too (within 1+δ in every criterion, `ffm.epsilon`). `tag(frame)`
     (an integer per row) splits groups further: rows of different tags are not compared."""
-    if partial.empty:
+    if not rows_in(partial):
         return partial
-    crit = criteria_columns(partial.columns, objectives, keep_peak)
-    groups = partial["group"].to_numpy(dtype=np.int64)
+    crit = criteria_columns(list(partial), objectives, keep_peak)
+    groups = partial["group"]
     if tag is not None:
         groups = np.unique(np.column_stack([groups, tag(partial)]), axis=0, return_inverse=True)[1].reshape(-1)
-    return partial[epsilon_mask(partial[crit].to_numpy(dtype=float), groups, delta)].reset_index(drop=True)
+    return _take(partial, epsilon_mask(np.column_stack([partial[c] for c in crit]), groups, delta))
 
 
 @dataclass(frozen=True)
@@ -248,17 +256,18 @@ class Step:
 
 def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
          objectives: tuple[str, ...] = ("energy", "latency"), on_step=None, delta: float = 0.0,
-         admit: Callable[[int, pd.DataFrame], np.ndarray] | None = None,
+         admit: Callable[[int, Columns], np.ndarray] | None = None,
          trace: list[Step] | None = None, keep_peak: bool = False,
-         narrow: Callable[[int, pd.DataFrame], pd.DataFrame] | None = None,
-         tag: Callable[[pd.DataFrame], np.ndarray] | None = None) -> pd.DataFrame:
+         narrow: Callable[[int, Columns], np.ndarray] | None = None,
+         tag: Callable[[Columns], np.ndarray] | None = None) -> pd.DataFrame:
     """All non-dominated full mappings, one row each: `rows` holds each Einsum's table index
     label (also as `row:<einsum>` columns), then the objectives and reservation columns.
 
     `delta` > 0 ε-prunes every step but the last (the last prunes exactly: coarsening it
-    would only lose precision). `admit(i, partial)` (after joining the i-th Einsum) masks
-    the rows that may still be part of a wanted mapping; `narrow(i, frame)` returns the rows
-    of a step's pruned result to go on with (default: all). `on_step(einsum, kept)` is called
+    would only lose precision). The callbacks read a step's partial mappings as `Columns`:
+    `admit(i, partial)` (after joining the i-th Einsum) masks the rows that may still be
+    part of a wanted mapping; `narrow(i, frame)` masks (or indexes) the rows of a step's
+    pruned result to go on with (default: all). `on_step(einsum, kept)` is called
     after every step; `trace` collects a `Step` per step. `keep_peak` keeps every mapping whose
     peak usage of some level is not matched by a mapping at least as good (otherwise a
     mapping's peak is reported, not optimised). `tag(frame)` (an integer per row, from its
@@ -272,28 +281,28 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
         joined_parts: list[int] = []
         admitted_parts: list[int] = []
 
-        def fresh(df: pd.DataFrame, i=i) -> pd.DataFrame:  # admit batch by batch; prune when they pile up
-            if admit is not None and len(df):
-                df = df[admit(i, df)].reset_index(drop=True)
-            admitted_parts.append(len(df))
+        def fresh(df: Columns, i=i) -> Columns:  # admit batch by batch; prune when they pile up
+            if admit is not None and rows_in(df):
+                df = _take(df, admit(i, df))
+            admitted_parts.append(rows_in(df))
             return df
 
         partial = join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth, fresh,
                             lambda df: prune_partial(df, objectives, keep_peak=keep_peak, tag=tag), joined_parts)
         frame = prune_partial(partial.frame, objectives, delta if i < len(order) - 1 else 0.0, keep_peak, tag)
         if narrow is not None:
-            frame = narrow(i, frame).reset_index(drop=True)
+            frame = _take(frame, narrow(i, frame))
         partial = Partial(frame, partial.keys)
         if trace is not None:
-            trace.append(Step(e, sum(joined_parts), sum(admitted_parts), len(frame)))
+            trace.append(Step(e, sum(joined_parts), sum(admitted_parts), rows_in(frame)))
         if on_step:
-            on_step(e, len(frame))
-        if frame.empty:
+            on_step(e, rows_in(frame))
+        if not rows_in(frame):
             break
-    full = partial.frame.drop(columns="group")
-    rows = full[[f"row:{e}" for e in order if f"row:{e}" in full.columns]].to_numpy(dtype=np.int64)
+    full = pd.DataFrame({c: v for c, v in partial.frame.items() if c != "group"})
+    rows = np.column_stack([full[f"row:{e}"].to_numpy(dtype=np.int64) for e in order if f"row:{e}" in full.columns])
     full.insert(0, "rows", [tuple(r) for r in rows.tolist()])
-    return full.reset_index(drop=True)
+    return full
 
 
 def peak(row: pd.Series, arch: Arch) -> dict[str, float]:

@@ -156,18 +156,18 @@ def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame],
         uniques.append(list(u))
         radix *= len(u) + 1
 
-    def tag(frame: pd.DataFrame) -> np.ndarray:
-        out = np.zeros(len(frame), dtype=np.int64)
+    def tag(frame) -> np.ndarray:  # (the join's `ffm.join.Columns`, or its result)
+        out = np.zeros(len(frame["energy"]), dtype=np.int64)
         for user, index, code in codes:
-            if f"row:{user}" in frame.columns:
-                out += code[index.get_indexer(frame[f"row:{user}"].to_numpy())]
+            if f"row:{user}" in frame:
+                out += code[index.get_indexer(np.asarray(frame[f"row:{user}"]))]
         return out
 
     low = np.array([float(tables[e]["energy"].min()) for e in first])
     later = np.concatenate([np.cumsum(low[::-1])[::-1][1:], [0.0]])  # the least the Einsums after step i add
 
-    def admit(i: int, frame: pd.DataFrame) -> np.ndarray:
-        return frame["energy"].to_numpy(dtype=float) + later[i] + tail < limit
+    def admit(i: int, frame) -> np.ndarray:
+        return np.asarray(frame["energy"], dtype=float) + later[i] + tail < limit
 
     sub = workload.restricted(first)
     full = join({e: cut_keys(tables[e], sub) for e in first}, sub, arch, ("energy",), admit=admit, tag=tag)

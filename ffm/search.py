@@ -107,9 +107,9 @@ def _completion_bound(tables: dict[str, pd.DataFrame], order: list[str], objecti
     low_e = np.array([tables[e]["energy"].min() for e in order], dtype=float)
     low_l = np.array([tables[e]["latency"].min() for e in order], dtype=float)
 
-    def lower(frame: pd.DataFrame, missing: list[int]) -> np.ndarray:
-        return objective_value(frame["energy"].to_numpy(dtype=float) + low_e[missing].sum(),
-                               frame["latency"].to_numpy(dtype=float) + low_l[missing].sum(), objective)
+    def lower(frame, missing: list[int]) -> np.ndarray:  # (a table, or a join's `ffm.join.Columns`)
+        return objective_value(np.asarray(frame["energy"], dtype=float) + low_e[missing].sum(),
+                               np.asarray(frame["latency"], dtype=float) + low_l[missing].sum(), objective)
 
     return lower
 
@@ -123,7 +123,7 @@ def _under_bound(tables: dict[str, pd.DataFrame], order: list[str], objective: s
     kept = {e: _kept(tables[e], lower(tables[e], [j for j in range(n) if j != k]) <= limit)
             for k, e in enumerate(order)}
 
-    def admit(i: int, partial: pd.DataFrame) -> np.ndarray:
+    def admit(i: int, partial) -> np.ndarray:
         return lower(partial, list(range(i + 1, n))) <= limit
 
     return kept, admit
@@ -146,21 +146,22 @@ def _kept(table: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
 
 
 def _most_promising(tables: dict[str, pd.DataFrame], order: list[str], objective: str, width: int):
-    """narrow(i, frame) for the scout pass: the `width` partial mappings with the least
-    lower bound, and the least of every compatibility group (so that every way the next
-    Einsums could join stays open)."""
+    """narrow(i, frame) for the scout pass: a mask of the `width` partial mappings with the
+    least lower bound, and the least of every compatibility group (so that every way the
+    next Einsums could join stays open)."""
     lower = _completion_bound(tables, order, objective)
 
-    def narrow(i: int, frame: pd.DataFrame) -> pd.DataFrame:
-        if len(frame) <= width:
-            return frame
+    def narrow(i: int, frame) -> np.ndarray:
+        n = len(frame["group"])
+        if n <= width:
+            return np.ones(n, dtype=bool)
         value = lower(frame, list(range(i + 1, len(order))))
-        keep = np.zeros(len(frame), dtype=bool)
+        keep = np.zeros(n, dtype=bool)
         keep[np.argpartition(value, width)[:width]] = True
         by_value = np.argsort(value, kind="stable")
-        groups = frame["group"].to_numpy()[by_value]
+        groups = frame["group"][by_value]
         keep[by_value[np.unique(groups, return_index=True)[1]]] = True
-        return frame[keep]
+        return keep
 
     return narrow
 

@@ -450,7 +450,8 @@ def test_scout_keeps_few_partial_mappings_and_its_bound_prunes_the_dirty_pass():
     frame = pd.DataFrame({"group": [0, 0, 1, 1, 2, 0], "energy": [5.0, 1.0, 7.0, 3.0, 9.0, 2.0],
                           "latency": [0.0] * 6})
     for width, energies in ((1, [1.0, 3.0, 9.0]), (3, [1.0, 3.0, 9.0, 2.0]), (6, frame["energy"].tolist())):
-        kept = fs._most_promising(tables, ["A", "B"], "energy", width)(0, frame)
+        columns = {c: frame[c].to_numpy() for c in frame.columns}  # as the join holds a step (`ffm.join.Columns`)
+        kept = frame[fs._most_promising(tables, ["A", "B"], "energy", width)(0, columns)]
         assert kept["energy"].tolist() == sorted(energies, key=frame["energy"].tolist().index)
     w, a = two_einsums()
     tables = {e: generate(e, w, a)[0] for e in w.einsum_names}
