@@ -76,13 +76,15 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
 
 
 def _search(args) -> tuple:
-    """A job's (table, templates, Stats); a part of a split search (`split_searches`) gives its
-    (rows, [], Stats) instead (`pmapgen.prefixes.search_part`), which `_merge` unites."""
+    """A job's (table, templates, Stats), of the whole search or of one part of a split one
+    (`split_searches`: `pmapgen.prefixes.search_part`, its rows made a table here, in the
+    worker, and `_merge` concatenates the parts')."""
     einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows, *part = args
     if part:
-        rows, stats = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows,
-                                  part[0])
-        return rows, [], stats
+        begin = time.perf_counter()
+        rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part[0])
+        return result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes, st.stopped_by, begin,
+                      st.lower_bound, budget, constraints)
     if budget is not None and rising:
         return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit,
                                           max_rows)
@@ -281,28 +283,38 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
 
 
 def _merge(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]:
-    """One Einsum's (table, templates, Stats) from its parts' (rows, [], Stats), None for
-    a part not started: the rows pruned across templates together (`generate.result`),
-    as the unsplit search's are; a part cut short or not started leaves the table empty
-    and the Einsum incomplete, bounded below by the least of its parts' bounds."""
+    """One Einsum's (table, templates, Stats) from its parts' (`_search`), None for a part
+    not started: their tables one after the other, each `template` column shifted past the
+    templates of the parts before it, and the columns in order of first appearance, as one
+    `generate.result` over all the parts' rows gives them. Pruning across the parts would
+    drop nothing: rows of two roots differ in a shared tensor's backing level, so they are
+    never in one compatibility group (`search_part`). A part cut short or not started
+    leaves the table empty and the Einsum incomplete, bounded below by the least of its
+    parts' bounds."""
     einsum, workload, arch, constraints, objectives, _, budget, *_ = args
     begin = time.perf_counter()
-    low, rows, stopped_by = math.inf, [], ""
+    low, stopped_by, explored, evaluated, seconds = math.inf, "", 0, 0, 0.0
+    tables, templates = [], []
     for i, r in enumerate(got):
         if r is None:
             low = min(low, part_floor(einsum, workload, arch, constraints, i))
             stopped_by = stopped_by or TIME_LIMIT
             continue
-        part_rows, _, st = r
-        rows += part_rows
-        low = min(low, st.lower_bound)
-        stopped_by = stopped_by or st.stopped_by
+        table, part_templates, st = r
+        low, stopped_by = min(low, st.lower_bound), stopped_by or st.stopped_by
+        explored, evaluated, seconds = explored + st.templates, evaluated + st.tile_shapes, seconds + st.seconds
+        if part_templates and not st.stopped_by:  # (a part that kept no row gives `result`'s empty frame)
+            tables.append(table.assign(template=table["template"] + len(templates)))
+        templates += part_templates
     low = min(low, budget)
-    table, templates, st = result(einsum, [] if stopped_by else rows, workload, arch, objectives,
-                                  sum(r[2].templates for r in got if r is not None),
-                                  sum(r[2].tile_shapes for r in got if r is not None), stopped_by, begin, low, budget,
-                                  constraints)
-    return table, templates, replace(st, seconds=sum(r[2].seconds for r in got if r is not None) + st.seconds)
+    if stopped_by or not tables:
+        table, _, st = result(einsum, [], workload, arch, objectives, explored, evaluated, stopped_by, begin, low,
+                              budget, constraints)
+        return table, [] if stopped_by else templates, replace(st, seconds=seconds + st.seconds)
+    columns = list(dict.fromkeys(c for t in tables for c in t.columns))
+    table = pd.concat([t for t in tables if len(t)] or tables[:1], ignore_index=True).reindex(columns=columns)
+    return table, templates, Stats(explored, evaluated, len(table), True, seconds + time.perf_counter() - begin, low,
+                                   budget, "")
 
 
 def union(first: dict, *others: dict) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:

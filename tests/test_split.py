@@ -14,7 +14,7 @@ import pmapgen.all_einsums as all_einsums
 import pmapgen.prefixes as prefixes
 from pmapgen.all_einsums import _merge, generate_all
 from pmapgen.generate import TIME_LIMIT, generate
-from pmapgen.prefixes import generate_by_prefixes, part_count, search_part
+from pmapgen.prefixes import generate_by_prefixes, part_count
 from tests.test_pmapgen import OBJECTIVES, TickingClock, frontier, kv_projections, small_problems
 from tests.test_symmetry import mirrored_problems
 
@@ -42,8 +42,8 @@ def parts_equal_whole(w, a, quantile, objectives):
             continue
         budget = float(np.quantile(full["energy"], quantile))
         whole = generate_by_prefixes(e, w, a, objectives=objectives, budget=budget)
-        got = [(rows, [], stats) for rows, stats in (search_part(e, w, a, None, objectives, None, budget, None, i)
-                                                     for i in range(part_count(e, w, a)))]
+        # each part as a worker runs it (`_search` with a part index)
+        got = [all_einsums._search((*args(e, w, a, objectives, budget), i)) for i in range(part_count(e, w, a))]
         table, templates, stats = _merge(args(e, w, a, objectives, budget), got)
         assert stats.complete and frontier(table, objectives) == frontier(whole[0], objectives), e
         assert pmappings(table, templates) == pmappings(*whole[:2]), e  # the same rows, not only the same frontier
@@ -93,10 +93,10 @@ def test_parts_cut_short_or_not_started_bound_the_minimum(problem, quantile, ste
             real = prefixes.time
             prefixes.time = TickingClock()
             try:
-                rows, stats = search_part(e, w, a, None, ("energy",), steps if fate == "cut" else None, budget, None, i)
+                part = all_einsums._search((*args(e, w, a, ("energy",), budget, steps if fate == "cut" else None), i))
             finally:
                 prefixes.time = real
-            got.append((rows, [], stats))
+            got.append(part)
         table, _, stats = _merge(args(e, w, a, ("energy",), budget), got)
         if all(g is not None and g[2].complete for g in got):
             continue
@@ -126,8 +126,8 @@ def test_generate_all_splits_a_budgeted_search_across_workers_and_leaves_out_ein
         last = {e: max(i for f, i in ran if f == e) for e, _ in ran}
         out = {key: r for key, r in ran.items() if key[1] != last[key[0]] or key[0] not in ("K", "S")}
         first = min(i for f, i in out if f == "K")
-        _, templates, stats = out["K", first]
-        out["K", first] = ([], templates, replace(stats, complete=False, stopped_by=TIME_LIMIT))
+        table, _, stats = out["K", first]  # as a part cut short gives it: no row, no template
+        out["K", first] = (table.iloc[:0], [], replace(stats, complete=False, stopped_by=TIME_LIMIT))
         return out
 
     with mock.patch.object(all_einsums, "run_searches", partial):
