@@ -16,6 +16,7 @@ rows; s, F_Y and the next depth vary per row.
 """
 from __future__ import annotations
 
+import numba
 import numpy as np
 
 
@@ -37,28 +38,24 @@ def join_level(p: dict[str, np.ndarray], lv: str, depth: int, res_y: np.ndarray,
 
     `p` holds the partial side's columns (already one row per joined row); `res_y[:, k]`
     Y's reservation at this level with lifetime depth <= min(k, F_Y) (k = 0..depth);
-    `fresh`/`dying` Y's shared backing tiles at this level that start / stop being live."""
+    `fresh`/`dying` Y's shared backing tiles at this level that start / stop being live.
+    Row by row (`_join_rows`): Y's part live while class j ran (its reservation with
+    lifetime depth below min(j, s)) joins U_j, and class j's part live while Y runs
+    (R_j,min(j,s)-1) joins Y's usage; the classes deeper than s merge into s; Y becomes
+    class F_Y (its usage, and its reservations by lifetime depth); the row fits if every
+    U_j does; then the classes deeper than the next Einsum's s merge."""
     n = len(s)
-    rows = np.arange(n)
-    U = [p[f"U:{lv}:{j}"].copy() for j in range(depth + 1)]
-    R = {(j, k): p[f"R:{lv}:{j}:{k}"].copy() for j in range(depth + 1) for k in range(j)}
-    B = p[f"B:{lv}"]
-    usage_y = res_y[rows, fy] + B + fresh  # while Y runs
-    for j in range(1, depth + 1):
-        m = np.minimum(j, s)
-        has = m >= 1
-        idx = np.maximum(m - 1, 0)
-        U[j] += np.where(has, res_y[rows, idx], 0.0)  # Y's part live while class j ran
-        usage_y += np.where(has, _pick(R, j, idx), 0.0)  # class j's part live while Y runs
-    _merge(U, R, s)
+    U = np.empty((depth + 1, n))
+    R = np.zeros((depth + 1, depth + 1, n))
     for j in range(depth + 1):
-        U[j] = np.where(fy == j, np.maximum(U[j], usage_y), U[j])
+        U[j] = p[f"U:{lv}:{j}"]
         for k in range(j):
-            R[j, k] += np.where(fy == j, res_y[:, k], 0.0)
-    ok = np.ones(n, dtype=bool)
-    for u in U:
-        ok &= u <= capacity
-    _merge(U, R, s_next)
+            R[j, k] = p[f"R:{lv}:{j}:{k}"]
+    B = p[f"B:{lv}"]
+    ok = np.empty(n, dtype=np.bool_)
+    _join_rows(U, R, np.ascontiguousarray(res_y, dtype=np.float64), B + fresh,
+               np.asarray(s, dtype=np.int64), np.asarray(fy, dtype=np.int64), np.asarray(s_next, dtype=np.int64),
+               float(capacity), ok)
     out = {f"B:{lv}": B + fresh - dying}
     for j in range(depth + 1):
         out[f"U:{lv}:{j}"] = U[j]
@@ -67,28 +64,46 @@ def join_level(p: dict[str, np.ndarray], lv: str, depth: int, res_y: np.ndarray,
     return out, ok
 
 
-def _pick(R: dict, j: int, idx: np.ndarray) -> np.ndarray:
-    """R[j, idx[row]] per row."""
-    out = np.zeros(len(idx))
-    for k in range(j):
-        out = np.where(idx == k, R[j, k], out)
-    return out
-
-
-def _merge(U: list[np.ndarray], R: dict, s: np.ndarray) -> None:
-    """Merge, per row, the classes deeper than s[row] into class s[row] (in place)."""
-    depth = len(U) - 1
-    if not len(s) or int(s.min()) >= depth:
-        return
-    top = np.zeros(len(s))
-    for j in range(depth + 1):
-        top = np.maximum(top, np.where(j >= s, U[j], 0.0))
-    for t in range(depth):
-        target = s == t
-        for k in range(t):
-            for j in range(t + 1, depth + 1):
-                R[t, k] += np.where(target, R[j, k], 0.0)
-    for j in range(depth + 1):
-        U[j] = np.where(j > s, 0.0, np.where(j == s, top, U[j]))
+@numba.njit(cache=True)
+def _join_rows(U, R, res_y, backed, s, fy, s_next, capacity, ok):
+    """`join_level` per row, in place on U[j, row] and R[j, k, row] (k < j); `backed` is
+    the level's live backing tiles while Y runs. Sums run in the order of the column-wise
+    version this replaced, so totals are the same to the bit."""
+    depth = U.shape[0] - 1
+    for r in range(U.shape[1]):
+        usage = res_y[r, fy[r]] + backed[r]
+        for j in range(1, depth + 1):
+            m = min(j, s[r])
+            if m >= 1:
+                U[j, r] += res_y[r, m - 1]
+                usage += R[j, m - 1, r]
+        _merge_row(U, R, r, s[r])
+        j = fy[r]
+        U[j, r] = max(U[j, r], usage)
         for k in range(j):
-            R[j, k] = np.where(j > s, 0.0, R[j, k])
+            R[j, k, r] += res_y[r, k]
+        fits = True
+        for i in range(depth + 1):
+            fits = fits and U[i, r] <= capacity
+        ok[r] = fits
+        _merge_row(U, R, r, s_next[r])
+
+
+@numba.njit(cache=True)
+def _merge_row(U, R, r, s):
+    """Merge row r's classes deeper than s into class s: its peak the most of theirs, its
+    sums by lifetime depth theirs added (their lifetimes are closed)."""
+    depth = U.shape[0] - 1
+    if s >= depth:
+        return
+    top = 0.0
+    for j in range(s, depth + 1):
+        top = max(top, U[j, r])
+    for k in range(s):
+        for j in range(s + 1, depth + 1):
+            R[s, k, r] += R[j, k, r]
+    U[s, r] = top
+    for j in range(s + 1, depth + 1):
+        U[j, r] = 0.0
+        for k in range(j):
+            R[j, k, r] = 0.0
