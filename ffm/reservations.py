@@ -11,8 +11,8 @@ Joining a pmapping Y at shared depth s adds Y's live part to every class, merges
 deeper than s into s (their lifetimes are closed: nothing later shares more than s loops
 with them) and adds Y as class F_Y. After the step, classes deeper than the depth the next
 Einsum must share are merged right away: the next step would merge them before anything
-else reads them, and merged rows compare (and prune) better. All of it is vectorised over
-rows; s, F_Y and the next depth vary per row.
+else reads them, and merged rows compare (and prune) better. s, F_Y and the next depth
+vary per row, so a compiled kernel takes the rows one by one (`_join_rows`).
 """
 from __future__ import annotations
 
