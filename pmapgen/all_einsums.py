@@ -19,8 +19,7 @@ from arch.model import Arch
 from pmapgen.allocator import WORKER_THRESHOLD, mmap_threshold
 from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, TIME_LIMIT, Stats, generate, result
-from pmapgen.prefixes import (generate_by_prefixes, generate_by_rising_budgets, part_count, part_floor,
-                              search_part)
+from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets, part_count, part_floor
 from pmapgen.templates import Template, relabeled
 from workloads.model import Workload
 
@@ -77,14 +76,12 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
 
 def _search(args) -> tuple:
     """A job's (table, templates, Stats), of the whole search or of one part of a split one
-    (`split_searches`: `pmapgen.prefixes.search_part`, its rows made a table here, in the
-    worker, and `_merge` concatenates the parts')."""
+    (`split_searches`: its table is built here, in the worker, and `_merge` concatenates
+    the parts')."""
     einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows, *part = args
     if part:
-        begin = time.perf_counter()
-        rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part[0])
-        return result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes, st.stopped_by, begin,
-                      st.lower_bound, budget, constraints)
+        return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows,
+                                    part[0])
     if budget is not None and rising:
         return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit,
                                           max_rows)

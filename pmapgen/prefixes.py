@@ -965,8 +965,9 @@ def _bounds(extent: int, allowed: tuple | None) -> tuple[int, ...]:
 
 def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
                          objectives=("energy", "latency"), time_limit: float | None = None,
-                         budget: float | None = None, max_rows: int | None = None):
-    """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search.
+                         budget: float | None = None, max_rows: int | None = None, part: int | None = None):
+    """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search,
+    or by its part `part` alone (`search_part`: a worker's share of a split search).
 
     Stats count structural prefixes processed (as `templates`) and partial rows built (as
     `tile_shapes`; with a budget, loop moves build only the children within it). A time
@@ -979,7 +980,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     columns, about half of them held as one value per part: `_compact`)."""
     from pmapgen.generate import result
     begin = time.perf_counter()
-    rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
+    rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part)
     table, templates, stats = result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes,
                                      st.stopped_by, begin, st.lower_bound, budget, constraints)
     return table, templates, replace(stats, budget_cut=st.budget_cut)
