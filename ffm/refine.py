@@ -42,6 +42,7 @@ the c_T of every tensor a wildcard shares with them. For each wildcard e:
 from __future__ import annotations
 
 import math
+import threading
 import time
 from dataclasses import dataclass, replace
 from typing import Callable
@@ -56,6 +57,7 @@ from pmapgen import Constraints
 from pmapgen.all_einsums import Workers, rename, signature, split_searches, union
 from pmapgen.generate import ROW_LIMIT
 from pmapgen.symmetry import key_mirror, mirror_result
+from pmapgen.turn import TURN
 from workloads.model import Workload
 
 RTOL = 1e-9  # energies equal up to summation order
@@ -320,34 +322,47 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     mirror = None if base.tensor_keys else key_mirror(e, workload, arch, base)
     jobs, done, floors, sigs = [], {}, {}, {}
     images: dict = {}  # group: the group whose search, mirrored, answers it (`pmapgen.symmetry.mirror_result`)
+    theirs: list = []  # groups another refinement is searching within their β (`_RUNNING`)
     reused = mirrored = empty = cut = rows = by_rows = 0
+
+    def reuse(group: tuple, beta: float) -> bool:  # answered by a complete search within β at least?
+        sig = sigs[e, group]
+        if sig not in searched or searched[sig][0] < beta * (1 - RTOL):  # (β equal up to summation order)
+            return False
+        _, src, (table, templates, stats) = searched[sig]
+        if src != e:
+            table, templates = rename(table, templates, src, e, workload)
+        # (most are empty: the search that shows no pmapping gives a key is the common one)
+        done[e, group] = (table[table["energy"].to_numpy() <= beta] if len(table) else table, templates, stats)
+        return True
+
+    def job(group: tuple, beta: float) -> tuple:
+        return (e, group), (e, workload, arch, keyed(group), ("energy",), time_limit, beta, False, max_rows)
+
     for group, members in sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1])):
         beta = max(betas[k] for k in members)
-        cons = keyed(group)
-        sigs[e, group] = sig = signature(e, workload, cons)
-        if sig in searched and searched[sig][0] >= beta * (1 - RTOL):  # (β equal up to summation order)
-            _, src, (table, templates, stats) = searched[sig]
-            if src != e:
-                table, templates = rename(table, templates, src, e, workload)
-            # (most are empty: the search that shows no pmapping gives a key is the common one)
-            done[e, group] = (table[table["energy"].to_numpy() <= beta] if len(table) else table, templates, stats)
+        sigs[e, group] = sig = signature(e, workload, keyed(group))
+        if reuse(group, beta):
             reused += 1
         elif group in images:  # its mirror image came first, so within a β at least its own
             mirrored += 1
             continue
+        elif sig in _RUNNING and _RUNNING[sig][0] >= beta * (1 - RTOL):
+            theirs.append((group, beta))
         else:
-            jobs.append(((e, group), (e, workload, arch, cons, ("energy",), time_limit, beta, False, max_rows)))
+            jobs.append(job(group, beta))
         image = mirror_key(mirror, workload.einsum(e), group, members)
         if image is not None and groups.get(image) == [image] and (e, image) not in sigs and image not in images:
             images[image] = group
-    if jobs:
-        jobs.sort(key=lambda job: _fixed_loops(job[0][1]))  # stable: by β within
-        ran = split_searches(jobs, workers, progress, desc, deadline=deadline,
-                             split=None if split else (lambda key: _fixed_loops(key[1]) == 0), kept=kept)
-        for key, args in jobs:
-            if key in ran and ran[key][2].complete:
-                searched[sigs[key]] = (args[6], e, ran[key])
-        done.update(ran)
+    ran = _run_keyed(jobs, sigs, searched, workers, progress, desc, deadline, split, kept)
+    if theirs:
+        for group, _ in theirs:
+            with TURN.away():
+                _RUNNING.get(sigs[e, group], (0.0, _DONE))[1].wait()
+        again = [job(group, beta) for group, beta in theirs if not reuse(group, beta)]
+        reused += len(theirs) - len(again)
+        ran.update(_run_keyed(again, sigs, searched, workers, progress, desc, deadline, split, kept))
+    done.update(ran)
     for image, group in images.items():
         src = done.get((e, group))
         if (e, image) in done or src is None:  # answered by `searched` after all, or its image not started
@@ -374,6 +389,36 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
             there = by_key.get(k, math.inf)
             floors[k] = (max(budget, there), True) if there <= betas[k] else None
     return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused, mirrored, by_rows)
+
+
+_RUNNING: dict = {}  # signature: (β, Event set when done) of the keyed searches running now (`_run_keyed`)
+_DONE = threading.Event()
+_DONE.set()
+
+
+def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, progress: bool, desc: str,
+               deadline: float | None, split: bool, kept: Workers | None) -> dict:
+    """`search_keys`' searches `jobs`, recorded in `searched` where complete. While they
+    run, `_RUNNING` holds them, so a refinement running at the same time (`ffm.budgets`
+    refines several terms at once) waits for a search within its β at most instead of
+    running it again: at batch 1, (Q, AV) and (I, Q, AV) search the same keys of Q."""
+    if not jobs:
+        return {}
+    jobs = sorted(jobs, key=lambda job: _fixed_loops(job[0][1]))  # stable: by β within
+    mine = {sigs[key]: (args[6], threading.Event()) for key, args in jobs}
+    mine = {sig: held for sig, held in mine.items() if sig not in _RUNNING}
+    _RUNNING.update(mine)
+    try:
+        ran = split_searches(jobs, workers, progress, desc, deadline=deadline,
+                             split=None if split else (lambda key: _fixed_loops(key[1]) == 0), kept=kept)
+        for key, args in jobs:
+            if key in ran and ran[key][2].complete:
+                searched[sigs[key]] = (args[6], key[0], ran[key])
+    finally:
+        for sig, (_, done) in mine.items():
+            _RUNNING.pop(sig, None)
+            done.set()
+    return ran
 
 
 def _fixed_loops(group: tuple) -> int:

@@ -21,6 +21,7 @@ from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, TIME_LIMIT, Stats, generate, result
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets, part_count, part_floor
 from pmapgen.templates import Template, relabeled
+from pmapgen.turn import TURN
 from workloads.model import Workload
 
 
@@ -164,17 +165,18 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
         flight = workers if stop_when_incomplete else 2 * workers
         with (Workers(workers) if kept is None else nullcontext(kept)) as own:
             pool = own.pool()
-            running = {pool.submit(_job, job) for job in (next_job() for _ in range(flight)) if job is not None}
-            while running:
-                done, running = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    key, res = future.result()
-                    results[key] = res
-                    bar.update()
-                    if stop_when_incomplete and not res[2].complete:
-                        queue.clear()
-                while len(running) < flight and (job := next_job()) is not None:
-                    running.add(pool.submit(_job, job))
+            with TURN.away():  # the loop touches nothing shared: another thread may have the turn (`pmapgen.turn`)
+                running = {pool.submit(_job, job) for job in (next_job() for _ in range(flight)) if job is not None}
+                while running:
+                    done, running = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        key, res = future.result()
+                        results[key] = res
+                        bar.update()
+                        if stop_when_incomplete and not res[2].complete:
+                            queue.clear()
+                    while len(running) < flight and (job := next_job()) is not None:
+                        running.add(pool.submit(_job, job))
     bar.close()
     return results
 

@@ -9,6 +9,7 @@ tests/test_budgets.py (every raise cut short)."""
 from __future__ import annotations
 
 import math
+import threading
 from unittest import mock
 
 import numpy as np
@@ -24,6 +25,7 @@ from ffm.refine import _join_energy, refine, rest_by_key, search_keys, tagged_te
 from ffm.wildcards import WildcardBound
 from looptree.nodes import Storage
 from pmapgen import generate, rebuild
+from pmapgen.turn import TURN
 from tests.test_pmapgen import TickingClock, frontier
 from tests.test_search import (RTOL, SETTINGS, BruteForce, TooBig, _bump, chosen, fits, problems,  # noqa: F401
                                report, unless_too_big)
@@ -328,6 +330,7 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
             assert (f is None) == (w is None) and (w is None or (f[1] and np.isclose(f[0], w, rtol=RTOL))), (k, f, w)
         _bump("searches grouped by backing" if by_backing == 0 else
               "searches one by one" if group_above else "searches grouped", got.searches)
+    check_side_by_side(workload, arch, betas, budget, want)
     if mirrored:  # the mirrored answers are kept for later: all of them reused
         again: dict = {}
         search_keys("Z", betas, budget, workload, arch, searched=again, workers=1, group_above=len(keys))
@@ -337,6 +340,57 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
         _bump("mirror-image pairs", pairs)
     _bump("checked")
     _bump("keys", len(keys))
+
+
+class _Watched(dict):
+    """`ffm.refine._RUNNING`, noting when a search waits for another's (its `get`)."""
+
+    def __init__(self):
+        super().__init__()
+        self.waiting = threading.Event()
+
+    def get(self, *args):
+        self.waiting.set()
+        return super().get(*args)
+
+
+def check_side_by_side(workload, arch, betas: dict, budget: float, want: dict) -> None:
+    """Two refinements' keyed searches at once (`ffm.budgets` refines terms side by side),
+    sharing `searched`: the second, finding the first's searches running within its β,
+    waits for them and answers from them (one search of each key in all), the same floors."""
+    real, calls, running = refine_module.split_searches, [], _Watched()
+
+    def split_searches(*args, **kwargs):  # the first thread's, held until the second waits for it
+        calls.append(threading.current_thread().name)
+        with TURN.away():
+            assert running.waiting.wait(timeout=60)
+        return real(*args, **kwargs)
+
+    searched, got = {}, {}
+
+    def run(name: str) -> threading.Thread:
+        def body():
+            with TURN.take():
+                got[name] = search_keys("Z", betas, budget, workload, arch, searched=searched, workers=1,
+                                        group_above=len(betas), by_backing=math.inf)
+        thread = threading.Thread(target=body, name=name)
+        thread.start()
+        return thread
+
+    with mock.patch.object(refine_module, "split_searches", split_searches), \
+            mock.patch.object(refine_module, "_RUNNING", running), TURN.take():
+        threads = [TURN.let(lambda: run("first")), TURN.let(lambda: run("second"))]
+        with TURN.away():
+            for thread in threads:
+                thread.join(timeout=120)
+    assert calls == ["first"], calls
+    second = got["second"]
+    assert second.reused + second.mirrored == second.searches == got["first"].searches, second
+    assert got["second"].floors == got["first"].floors
+    for k, w in want.items():
+        f = got["second"].floors[k]
+        assert (f is None) == (w is None) and (w is None or (f[1] and np.isclose(f[0], w, rtol=RTOL))), (k, f, w)
+    _bump("side by side: searches answered by the other's", got["second"].reused)
 
 
 def check_refined_term_after_a_raise(workload, arch, pick: int) -> None:
