@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ALL_COMPLETED, FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -79,6 +80,7 @@ from ffm.wildcards import WildcardBound
 from pmapgen import Constraints, Stats, generate_all
 from pmapgen.all_einsums import Workers, union
 from pmapgen.prefixes import energy_lower_bound
+from pmapgen.turn import TURN
 from workloads.model import Workload
 
 RTOL = 1e-9  # budgets equal up to summation order
@@ -97,6 +99,9 @@ FAR_GAP = 0.5
 # batch 1 with 10% raises, (I, QK) and (QK_softmax, AV) at 0.55% and 0.38% were raised,
 # each cut short after 60 s, then refined in 2.3 and 0.6 s
 NEAR_U = 0.01
+# terms refined at once (`prove_energy`'s `overlap`): the refinements left a core idle while
+# one long keyed search ran, and the main process's joins between them left both idle
+OVERLAP = 2
 SLOW_RAISE = 0.5  # a raise this share of its time limit long: refine the next term holding its Einsums (`slow_raise`)
 # a raise's or a refinement's keyed search stops (cut short) once this many partial rows wait
 # (about 1 GB at batch 1); without it, a keyed search at batch 64 reached 7.50 GB (38th session)
@@ -152,7 +157,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = True,
                  join_tables: Callable[[dict[str, pd.DataFrame], str, float | None], SearchResult] | None = None,
-                 seed: Callable[[], tuple[dict[str, tuple], float]] | None = None):
+                 seed: Callable[[], tuple[dict[str, tuple], float]] | None = None, overlap: int = OVERLAP):
     """(results, best, Proof): `best` is the best mapping the proof's tables gave (a
     SearchResult over `results`, `generate_all`-style): the exact energy optimum when
     `Proof.proven`; otherwise the join of step 1's tables together with `found`'s when it
@@ -168,7 +173,11 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     proof's tables finds a mapping. If the raises stop before one does, `seed()` gives
     (found, bound) as above (`ffm.map`: its time-limited pmapgen and the join of its
     tables), once, to refine against. An Einsum with no pmapping at all ends the proof at
-    once, incomplete, with an infinite lower bound."""
+    once, incomplete, with an infinite lower bound.
+
+    Up to `overlap` terms are refined at once (docs/mapper.md, "Step 28"): while one
+    refinement waits on its keyed searches, the next least term (the bound without the
+    terms being refined) is refined beside it. Every other step waits for them first."""
     start, given = time.perf_counter(), bound
     order = tuple(workload.einsum_names)
     steps = []
@@ -236,21 +245,55 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                                               **kwargs)
 
     # the refinements' keyed searches run in workers kept from one refinement to the next (their
-    # caches warm), closed before each raise: a raise's long searches get fresh ones
-    with Workers(workers) as kept:
+    # caches warm), closed before each raise: a raise's long searches get fresh ones. Up to
+    # `overlap` terms are refined at once, each in a thread taking the turn (`pmapgen.turn`)
+    pending: dict[tuple[str, ...], Future] = {}  # wildcards: the refinement of their term running now
+
+    def took(r: Refinement, better) -> None:
+        nonlocal bound, best
+        refinements.append(r)
+        wild.refine(r.wildcards, r.value)
+        if better is not None and float(better[1].best["energy"].iloc[0]) < bound:  # (U may have fallen since)
+            bound, best = float(better[1].best["energy"].iloc[0]), better
+
+    def settle(until: str | None = FIRST_COMPLETED) -> None:
+        """Take in the refinements done, after waiting for one of those running
+        (FIRST_COMPLETED) or all (ALL_COMPLETED); None: without waiting."""
+        if pending and until is not None:
+            with TURN.away():
+                wait(list(pending.values()), return_when=until)
+        for w in [w for w, f in pending.items() if f.done()]:
+            took(*pending.pop(w).result())
+
+    def refining(*args, **kwargs):
+        with TURN.take():
+            return refine(*args, **kwargs)
+
+    with Workers(workers) as kept, ThreadPoolExecutor(max(1, overlap)) as threads, TURN.take():
         while True:
-            b = wild.bound({e: tables[e][0] for e in order}, budgets, bound)
+            settle(None)
+            b = wild.bound({e: tables[e][0] for e in order}, budgets, bound, skip=frozenset(pending))
             full = None if b.full is None or b.full.best.empty else float(b.full.best["energy"].iloc[0])
             if full is not None and full < bound * (1 - RTOL):
                 bound, best = full, (dict(tables), b.full)
+            # every path below but a refinement's start needs the terms running settled first
             if b.lower >= bound * (1 - RTOL):
+                if pending:
+                    settle()
+                    continue
                 return stop(b)
             late = deadline is not None and time.perf_counter() > deadline
             if not b.wildcards or late:
+                if pending:
+                    settle(ALL_COMPLETED)
+                    continue
                 return stop(b, incomplete=b.wildcards or order)
             if raises_until is not None and time.perf_counter() > raises_until:
                 raising = False
             if math.isinf(bound) and not raising:  # no mapping yet to refine against: the seed's, once
+                if pending:
+                    settle(ALL_COMPLETED)
+                    continue
                 if seed is None:
                     return stop(b, incomplete=b.wildcards or order)
                 found, given = seed()
@@ -269,19 +312,28 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                 retry = not fresh and not raising and b.wildcards not in retried and deadline is not None \
                     and time.perf_counter() < deadline
                 if fresh or retry:
+                    if len(pending) >= overlap:
+                        settle()
+                        continue
                     if retry:
                         retried.add(b.wildcards)
                     limit = deadline - time.perf_counter() if retry else time_limit
-                    r, better = refine(workload, arch, tables, budgets, b.wildcards, bound, constraints, limit,
-                                       deadline, workers, progress, searched, retry=retry, max_rows=PROOF_ROWS,
-                                       kept=kept)
-                    refinements.append(r)
-                    wild.refine(b.wildcards, r.value)
-                    if better is not None:
-                        bound, best = float(better[1].best["energy"].iloc[0]), better
+                    args = (workload, arch, tables, budgets, b.wildcards, bound, constraints, limit, deadline, workers,
+                            progress, searched)
+                    kwargs = dict(retry=retry, max_rows=PROOF_ROWS, kept=kept)
+                    if overlap > 1:
+                        pending[b.wildcards] = TURN.let(lambda: threads.submit(refining, *args, **kwargs))
+                    else:
+                        took(*refine(*args, **kwargs))
                     continue
                 if not raising:  # refined (and retried) with searches cut short, and no raise left: it stands
+                    if pending:
+                        settle(ALL_COMPLETED)
+                        continue
                     return stop(b, incomplete=b.wildcards)
+            if pending:  # a raise changes the tables the refinements running read
+                settle(ALL_COMPLETED)
+                continue
             raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
             began = time.perf_counter()
             kept.close()

@@ -227,9 +227,11 @@ class WildcardBound:
         return value
 
     def bound(self, tables: dict[str, pd.DataFrame], budgets: dict[str, float],
-              ceiling: float = math.inf) -> Bound:
+              ceiling: float = math.inf, skip: frozenset = frozenset()) -> Bound:
         """The bound for `tables` (each complete within `budgets[e]`, pJ); terms at or
-        above `ceiling` (a valid mapping's energy) are not looked into."""
+        above `ceiling` (a valid mapping's energy) are not looked into. The terms of the
+        wildcard sets in `skip` (being refined) are left out: the bound is then one on the
+        mappings of the other terms only, and its least term the next to refine."""
         order = tuple(self.w.einsum_names)
         # a table may also hold rows above its budget; a wildcard counts at the budget, so
         # the base may count an Einsum at no more than that
@@ -255,6 +257,8 @@ class WildcardBound:
                     heapq.heappush(heap, (base - extra[last][0] + extra[last + 1][0], last + 1,
                                           chosen[:-1] + (last + 1,)))
             wild = tuple(e for e in order if e in {extra[i][1] for i in chosen})
+            if wild in skip:
+                continue
             at = sum(budgets[e] for e in wild)
             value = self._term(at, parts(self.w, [e for e in order if e not in wild]), tables, least, best, bar)
             refined, raised = self._refined.get(wild, (-math.inf, {}))

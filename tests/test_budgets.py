@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from types import SimpleNamespace
 from unittest import mock
 
@@ -27,6 +28,7 @@ from ffm.join import join
 from ffm.report import proof_lines
 from pmapgen import Stats, generate, generate_all
 from pmapgen.generate import ROW_LIMIT
+from pmapgen.turn import TURN
 from tests.test_pmapgen import TickingClock
 from tests.test_search import (RTOL, SETTINGS, STATS, BruteForce, _bump, chosen, problems,  # noqa: F401
                                report, unless_too_big)
@@ -77,16 +79,36 @@ def cutting_refinements(ticks: int) -> tuple:
     return refine_, count
 
 
+def refinements_side_by_side(real) -> tuple:
+    """`refine` (or a stand-in for it) that first gives the turn away, as a refinement
+    waiting on its workers does: with searches in this process, the proof's next
+    refinements then start beside it. And a count of the most running at once."""
+    running = {"now": 0, "most": 0, "calls": 0}
+
+    def refine_(*args, **kwargs):
+        running["calls"] += 1
+        running["now"] += 1
+        running["most"] = max(running["most"], running["now"])
+        try:
+            with TURN.away():
+                time.sleep(0.001)
+            return real(*args, **kwargs)
+        finally:
+            running["now"] -= 1
+    return refine_, running
+
+
 def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_work: int = 500_000,
                 refuse_above: float | None = None, time_limit: float | None = None,
-                cut_refinements: int | None = None, from_nothing: bool = False) -> None:
+                cut_refinements: int | None = None, from_nothing: bool = False, side_by_side: bool = False) -> None:
     """The proof started from a valid mapping joined from a random part of the pmappings
     (`from_nothing`: from no mapping, as `ffm.map` runs it, that mapping being what its
     `seed` gives, if the raises stop before the proof's tables join into one);
     with `refuse_above`, every raise by more than that share is cut short (`refusing_raises`)
     and the proof must still end at the optimum by raising less; with `cut_refinements`,
     each term's first refinement is cut short after that many clock readings
-    (`cutting_refinements`) and the proof must still end at the optimum by retrying it."""
+    (`cutting_refinements`) and the proof must still end at the optimum by retrying it;
+    with `side_by_side`, refinements run `overlap` at once (`refinements_side_by_side`)."""
     truth = unless_too_big(lambda: BruteForce(workload, arch, max_combinations, max_oracle_work)
                            .best("energy", max_evaluations=3_000))
     if truth is None:
@@ -132,10 +154,15 @@ def check_proof(workload, arch, pick: int, max_combinations: int, max_oracle_wor
     else:
         generate_all_, cut = refusing_raises(refuse_above)
         refine_, refined = cutting_refinements(cut_refinements) if cut_refinements else (refine, None)
+        if side_by_side:
+            refine_, running = refinements_side_by_side(refine_)
         with mock.patch.object(budgets_module, "generate_all", generate_all_), \
                 mock.patch.object(budgets_module, "refine", refine_):
             results, best, proof = prove_energy(workload, arch, start, found, time_limit=time_limit, workers=1,
                                                 progress=False, **kw)
+        if side_by_side:  # every term it began to refine was settled before it ended
+            assert running["calls"] == len(proof.refinements), (running, len(proof.refinements))
+            _bump("refinements side by side", int(running["most"] > 1))
         if refined is not None:
             _bump("keyed searches cut short", refined["cut"])
             _bump("terms retried", refined["retries"])
@@ -271,6 +298,31 @@ def test_a_proof_whose_refinements_are_cut_short_once_raises_stop_retries_them_a
     deadline, and the proof still ends proven at the brute-force optimum."""
     check_proof(*problem, pick=pick, max_combinations=3_000_000, refuse_above=0.0, time_limit=1e6,
                 cut_refinements=ticks)
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6), st.sampled_from([None, 1, 8]))
+def test_a_proof_refining_terms_side_by_side_finds_the_optimum(problem, pick, ticks):
+    """No raise ever completes, so terms are refined, and each refinement gives the turn
+    away before it starts (`refinements_side_by_side`): the next least terms start beside
+    it, up to `overlap`, with the bound taken without the terms running, and the proof
+    still ends proven at the brute-force optimum; also with the first refinements cut
+    short, then retried."""
+    check_proof(*problem, pick=pick, max_combinations=3_000_000, refuse_above=0.0, time_limit=1e6,
+                cut_refinements=ticks, side_by_side=True)
+
+
+def test_a_chain_refined_side_by_side_runs_two_refinements_at_once():
+    """The chain below, no raise completing: at least two of its terms are refined at once
+    (`refinements_side_by_side`), and the proof ends at the brute-force optimum."""
+    workload = workloads.load({"name": "chain", "rank_sizes": {"m": 2, "a": 2, "b": 2}, "bits": 8,
+                               "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]",
+                                           "Z[m,a] = Y[m,b] * W1[b,a]"]})
+    arch = two_byte_buffer(read_energy="0.1 pJ/bit", bandwidth="1 GB/s")
+    STATS.clear()
+    check_proof(workload, arch, pick=0, max_combinations=3_000_000, refuse_above=0.0, time_limit=1e6,
+                side_by_side=True)
+    assert STATS["checked"] == 1 and STATS["refinements side by side"] == 1, STATS
 
 
 def two_byte_buffer(read_energy: str, bandwidth: str):
