@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import time
 from collections import deque
 from contextlib import nullcontext
@@ -96,6 +97,13 @@ def _job(item):
     return key, _search(args)
 
 
+def _worker_start(threshold: int) -> None:
+    """A worker's setup: its allocator's threshold (`pmapgen.allocator`), and Ctrl-C
+    ending it without a traceback (the main process says once that it was interrupted)."""
+    mmap_threshold(threshold)
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
+
 class Workers:
     """Worker processes kept across `run_searches` calls until `close` (or the `with`
     block's end), for callers that run many short searches in turn: a refinement of the
@@ -110,7 +118,7 @@ class Workers:
 
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, initializer=mmap_threshold, initargs=(WORKER_THRESHOLD,))
+            self._pool = ProcessPoolExecutor(self.workers, initializer=_worker_start, initargs=(WORKER_THRESHOLD,))
         return self._pool
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
 """What every command line does with its errors: a user's mistake is one line on stderr
-and an exit status, never a traceback; a closed stdout (`| head`) ends quietly."""
+and an exit status, never a traceback; a closed stdout (`| head`) ends quietly, and Ctrl-C
+with one line and status 130 (128 + SIGINT, as shells report it)."""
 from __future__ import annotations
 
 import os
@@ -15,6 +16,9 @@ def run(body: Callable[[], int | None], statuses: tuple[tuple[type[Exception], i
     unwritable files (OSError) give 2."""
     try:
         return body() or 0
+    except KeyboardInterrupt:  # Ctrl-C: the workers end quietly too (`pmapgen.all_einsums`)
+        print("interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

@@ -2,8 +2,12 @@
 optimal in the ways optimality can be observed, round-trips through the export, and nothing
 fitting is explained exactly. Small problems only (a few seconds of pmapgen each)."""
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from concurrent.futures.process import BrokenProcessPool
 
 import numpy as np
 import pytest
@@ -13,7 +17,8 @@ import ffm
 from ffm.map import main
 from looptree import evaluate, load_mapping
 from looptree.render import report_text
-from specio import SpecError
+from pmapgen.all_einsums import Workers
+from specio import SpecError, cli
 
 # Two chained matmuls on a 2-instance buffer with limited DRAM bandwidth: the energy,
 # latency and EDP optima all differ, and the energy-latency frontier has two points.
@@ -281,6 +286,21 @@ def test_time_limit_that_finds_nothing_is_one_line_exit_1():
     assert run.returncode == 1
     assert run.stderr.strip() == ("error: matmul_chain on simple: time limit: no valid mapping found with pmapgen "
                                   "cut short at 1e-09 s per Einsum; allow more time (0: no limit, exhaustive)")
+
+
+def test_ctrl_c_is_one_line_exit_130_and_workers_end_without_a_traceback(capfd):
+    def interrupted():
+        raise KeyboardInterrupt
+    assert cli.run(interrupted) == 130
+    assert capfd.readouterr().err == "interrupted\n"
+    with Workers(1) as workers:  # a worker of the pmapgen pool, Ctrl-C reaching it mid-job
+        pool = workers.pool()
+        pid = pool.submit(os.getpid).result()
+        job = pool.submit(time.sleep, 60)
+        time.sleep(0.2)
+        os.kill(pid, signal.SIGINT)
+        assert isinstance(job.exception(timeout=60), BrokenProcessPool)
+    assert "Traceback" not in capfd.readouterr().err
 
 
 def test_the_proof_names_the_limit_that_cut_each_search_short():
