@@ -50,7 +50,8 @@ join can search exactly:
    refinements share their
    complete keyed searches (`searched`):
    a term refined again after a raise searches only the keys whose budget rose
-   (twenty-fourth session).
+   (twenty-fourth session). Up to OVERLAP terms are refined at once, the next least term
+   beside those running (forty-eighth session, docs/mapper.md "Step 28").
 
 When the bound reaches U, no mapping is below U: the U mapping is the exact optimum. A
 raise cut short (its time limit, or PROOF_ROWS waiting rows) is tried again at half its
