@@ -401,7 +401,7 @@ def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, prog
     """`search_keys`' searches `jobs`, recorded in `searched` where complete. While they
     run, `_RUNNING` holds them, so a refinement running at the same time (`ffm.budgets`
     refines several terms at once) waits for a search within its β at most instead of
-    running it again: at batch 1, (Q, AV) and (I, Q, AV) search the same keys of Q."""
+    running it again: at batch 1, (Q, AV) and (Q, QK_softmax, AV) search the same keys of Q."""
     if not jobs:
         return {}
     jobs = sorted(jobs, key=lambda job: _fixed_loops(job[0][1]))  # stable: by β within
