@@ -4,6 +4,7 @@ constraints) are generated once and the result renamed."""
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import signal
 import time
@@ -20,7 +21,8 @@ from arch.model import Arch
 from pmapgen.allocator import WORKER_THRESHOLD, mmap_threshold
 from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, TIME_LIMIT, Stats, generate, result
-from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets, part_count, part_floor
+from pmapgen.prefixes import (energy_lower_bound, generate_by_prefixes, generate_by_rising_budgets, part_count,
+                               part_floor, search_part)
 from pmapgen.templates import Template, relabeled
 from pmapgen.turn import TURN
 from workloads.model import Workload
@@ -104,6 +106,30 @@ def _worker_start(threshold: int) -> None:
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 
+_WARM = False  # `warm_kernels` ran in this process
+
+
+def warm_kernels() -> None:
+    """Load the compiled kernels the searches call (numba's, cached on disk) in this
+    process, once, before it forks workers, so that each worker starts with them. A fresh
+    worker otherwise loads them on its first search: about 0.35 s of a core (numba's
+    registries and four overloads; V's first part of a proof raise took 0.55 s in a fresh
+    process, 0.12 to 0.24 s in one forked after this, 0.09 s warm), and the batch-1 energy
+    proof starts about a dozen (forty-ninth session). A search of an 8 x 8 x 8 matmul within
+    its energy floor calls each kernel with the argument types every search passes (arrays
+    only: no shape, arch or Einsum enters the signatures), in about 0.3 s. Nothing to do
+    where workers are spawned instead of forked."""
+    global _WARM
+    if _WARM or multiprocessing.get_start_method() != "fork":
+        return
+    _WARM = True
+    import arch as arch_specs
+    import workloads
+    w, a = workloads.load("matmul_chain", length=1, M=8, big=8, small=8), arch_specs.load("tpuv4i")
+    (e,) = w.einsum_names
+    search_part(e, w, a, None, ("energy",), None, energy_lower_bound(e, w, a))
+
+
 class Workers:
     """Worker processes kept across `run_searches` calls until `close` (or the `with`
     block's end), for callers that run many short searches in turn: a refinement of the
@@ -118,6 +144,7 @@ class Workers:
 
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
+            warm_kernels()
             self._pool = ProcessPoolExecutor(self.workers, initializer=_worker_start, initargs=(WORKER_THRESHOLD,))
         return self._pool
 

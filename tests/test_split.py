@@ -217,3 +217,24 @@ def test_kept_workers_run_several_calls_in_the_same_processes_and_keep_what_fres
     with all_einsums.Workers(1) as alone:
         here = all_einsums.run_searches([("pid", args("V", w, a, ("energy",), None))], None, False, kept=alone)
         assert alone._pool is None and here["pid"][2].complete  # ran here: no pool was started
+
+
+def test_workers_start_with_the_search_kernels_already_loaded():
+    """`Workers` loads the compiled kernels of the searches in the parent before it forks
+    (`warm_kernels`), so a worker's first search does not load them again. Run in a fresh
+    interpreter: this one may have loaded them already, for other reasons."""
+    import subprocess
+    import sys
+    code = (
+        "import multiprocessing\n"
+        "from pmapgen.all_einsums import Workers\n"
+        "from pmapgen import bounds, pareto\n"
+        "def counts():\n"
+        "    return [len(f.overloads) for f in (bounds._floor, bounds._box_floor, pareto._pareto_sorted)]\n"
+        "print(counts(), multiprocessing.get_start_method())\n"
+        "with Workers(2) as w:\n"
+        "    print(w.pool().submit(counts).result())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "[0, 0, 0] fork", out  # nothing loaded at import
+    assert out[1] == "[1, 1, 2]", out  # both memory layouts of the Pareto kernel's criteria
