@@ -236,5 +236,7 @@ def test_workers_start_with_the_search_kernels_already_loaded():
         "    print(w.pool().submit(counts).result())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    if not out[0].endswith(" fork"):
+        pytest.skip("workers are spawned here, not forked: they load their kernels themselves")
     assert out[0] == "[0, 0, 0] fork", out  # nothing loaded at import
     assert out[1] == "[1, 1, 2]", out  # both memory layouts of the Pareto kernel's criteria
