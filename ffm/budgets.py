@@ -184,12 +184,16 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     steps = []
     join_tables = join_tables or (lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known))
 
+    costs: dict[str, tuple[int, ...]] = {}  # each Einsum's last search: prefixes per part (`Stats.parts`)
+
     def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False, einsums: tuple = order,
             max_rows: int | None = None):
+        # each Einsum's parts in a raise start most costly first, by its last search (`split_searches`)
         res = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
                            time_limit=time_limit, budgets=budgets, stop_when_incomplete=stop, desc=f"proof: {name}",
-                           rising=rising, einsums=einsums, max_rows=max_rows)
+                           rising=rising, einsums=einsums, max_rows=max_rows, costs=costs)
         steps.append((name, {e: r[2] for e, r in res.items()}))
+        costs.update({e: r[2].parts for e, r in res.items() if r[2].parts})
         return res, tuple(e for e in einsums if e not in res or not res[e][2].complete)
 
     def proof(minima: dict[str, float], bound: float, lower: float | None = None, **kwargs) -> Proof:

@@ -220,8 +220,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                  objectives=OBJECTIVES, workers: int | None = None, progress: bool = True,
                  time_limit: float | None = None, budgets: dict[str, float] | None = None,
                  stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False,
-                 einsums: tuple[str, ...] | None = None,
-                 max_rows: int | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+                 einsums: tuple[str, ...] | None = None, max_rows: int | None = None,
+                 costs: dict[str, tuple[int, ...]] | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
     The searches run in worker processes (`workers`, default one per core up to one per
@@ -240,7 +240,9 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     and rises until it keeps a pmapping (`generate_by_rising_budgets`). `einsums` limits
     the run (and the result) to those Einsums. `max_rows` stops a budgeted search (each
     round of a rising one), as the time limit does, once more partial rows than that wait
-    at once (its memory; `generate_by_prefixes`).
+    at once (its memory; `generate_by_prefixes`). `costs` ({einsum: `Stats.parts` of an
+    earlier search}) orders the parts of budgeted searches split across the workers
+    (`split_searches`).
     """
     constraints = constraints or {}
     budgets = budgets or {}
@@ -258,7 +260,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows))
             for e in unique]
     if budgets and not rising and workers != 1:
-        results = split_searches(jobs, workers, progress, desc, stop_when_incomplete)
+        results = split_searches(jobs, workers, progress, desc, stop_when_incomplete, costs=costs)
     else:
         results = run_searches(jobs, workers, progress, desc, stop_when_incomplete)
     out = {}
@@ -273,7 +275,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
 
 def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc: str,
                    stop_when_incomplete: bool = False, deadline: float | None = None,
-                   split: Callable[[Hashable], bool] | None = None, kept: Workers | None = None) -> dict:
+                   split: Callable[[Hashable], bool] | None = None, kept: Workers | None = None,
+                   costs: dict[Hashable, tuple[int, ...]] | None = None) -> dict:
     """`run_searches` for budgeted prefix searches, each split into its parts (one per
     root: `pmapgen.prefixes.search_part`) so that the parts of one long search share the
     cores: a raise of the energy proof is often one Einsum, and one process searching it
@@ -287,7 +290,15 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
     whose rows sit mostly under one root, which the whole search held: twenty-eighth
     session.) The parts not started count as the Einsum's search cut short where one of
     its parts was, and as not started otherwise. `split(key)` picks the jobs to split
-    (default: all); the others run whole among the parts. `kept`: `run_searches`'."""
+    (default: all); the others run whole among the parts. `kept`: `run_searches`'.
+
+    `costs` ({key: per part, what an earlier search of it cost: `Stats.parts`}) starts each
+    job's parts most costly first (a stable order; a job without costs, or with the wrong
+    number, in part order); the jobs keep their order. In part order the energy proof's
+    first raise at batch 1 started its longest part last and ran it alone for 2 s. Across
+    the jobs, a long part cut short by the time limit kept the other jobs' parts from
+    starting under `stop_when_incomplete`, which changed the batch-64 proof (docs/mapper.md,
+    "Step 29")."""
     n_workers = kept.workers if kept is not None else workers or max(1, os.cpu_count() or 1)
     parts, count = [], {}
     for e, args in jobs:
@@ -296,7 +307,9 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
             continue
         einsum, workload, arch, constraints, *_ = args
         count[e] = part_count(einsum, workload, arch, constraints)
-        parts += [((e, i), (*args, i)) for i in range(count[e])]
+        given = (costs or {}).get(e, ())
+        ordered = sorted(range(count[e]), key=lambda i: -given[i]) if len(given) == count[e] else range(count[e])
+        parts += [((e, i), (*args, i)) for i in ordered]
     limit = jobs[0][1][5] if jobs else None
     if limit is not None:
         own = time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
@@ -341,14 +354,15 @@ def _merge(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]
             tables.append(table.assign(template=table["template"] + len(templates)))
         templates += part_templates
     low = min(low, budget)
+    parts = tuple(0 if r is None else r[2].templates for r in got)
     if stopped_by or not tables:
         table, _, st = result(einsum, [], workload, arch, objectives, explored, evaluated, stopped_by, begin, low,
                               budget, constraints)
-        return table, [] if stopped_by else templates, replace(st, seconds=seconds + st.seconds)
+        return table, [] if stopped_by else templates, replace(st, seconds=seconds + st.seconds, parts=parts)
     columns = list(dict.fromkeys(c for t in tables for c in t.columns))
     table = pd.concat([t for t in tables if len(t)] or tables[:1], ignore_index=True).reindex(columns=columns)
     return table, templates, Stats(explored, evaluated, len(table), True, seconds + time.perf_counter() - begin, low,
-                                   budget, "")
+                                   budget, "", parts=parts)
 
 
 def union(first: dict, *others: dict) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:

@@ -51,6 +51,10 @@ class Stats:
     # False: a budgeted search dropped no row its floor could still place for the budget, so a
     # larger budget keeps nothing more (`generate_by_rising_budgets` stops rising there)
     budget_cut: bool = True
+    # a prefix search's structural prefixes processed per part (`pmapgen.prefixes.search_part`'s
+    # roots, over all compute units; () if not known): what the energy proof's next split
+    # search of the Einsum orders its parts by (`pmapgen.all_einsums.split_searches`' `costs`)
+    parts: tuple[int, ...] = ()
 
 
 def _fused_structure(template: Template, workload: Workload, arch: Arch):

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
@@ -138,6 +138,7 @@ class Stats:
     rows: int = 0  # partial rows built
     kept: int = 0  # rows that survived the merge at their prefix
     seconds: float = 0.0
+    roots: list = field(default_factory=list)  # prefixes processed per root (`_Search.run`'s order)
 
 
 class _Search:
@@ -193,6 +194,8 @@ class _Search:
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self.stats = Stats()
+        self._root_of: dict = {}  # Key -> the root its rows came from (keys of two roots differ: `search_part`)
+        self._root = 0  # the root of the key being processed
         # the floor's plans are cached per floor (`pmapgen.bounds._plan`): one floor per space and rank sizes
         floor_key = (self._space_key, tuple(workload.rank_sizes[r] for r in self.e.rank_variables))
         self.floor = _SHARED_FLOORS.get(floor_key)
@@ -231,8 +234,10 @@ class _Search:
         `max_rows` waiting rows (ROW_LIMIT) stop it: the limit that did. `root`: only
         from that root (an index into `templates.roots`; `search_part`)."""
         for i, (prefix, move) in enumerate(roots(self.sp, self.w)):
+            self.stats.roots.append(0)
             if root is not None and i != root:
                 continue
+            self._root = i
             cols = self._root_columns()
             backing = {**dict(prefix.inner), **dict(prefix.shared_onchip)}  # root tensors are in DRAM
             sid = self._sid(tuple((t, backing[t]) for t in self.shared))
@@ -297,6 +302,7 @@ class _Search:
         if key not in self.incoming:
             self.incoming[key] = _Waiting([], [])
             self.order.add(key)
+            self._root_of[key] = self._root
         waiting = self.incoming[key]
         waiting.batches.append((parent, move))
         cols = {**cols, "batch": np.full(n, len(waiting.batches) - 1, np.int64), "tiles": tiles}
@@ -405,6 +411,8 @@ class _Search:
         waiting = self.incoming.pop(key)
         self.waiting_rows -= sum(len(p["batch"]) for p in waiting.parts)
         self.stats.prefixes += 1
+        self._root = self._root_of.pop(key)
+        self.stats.roots[self._root] += 1
         cols = self._prune(key, _concat(waiting.parts)) if len(waiting.parts) > 1 else waiting.parts[0]
         n = len(cols["batch"])
         self.stats.kept += n
@@ -983,7 +991,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part)
     table, templates, stats = result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes,
                                      st.stopped_by, begin, st.lower_bound, budget, constraints)
-    return table, templates, replace(stats, budget_cut=st.budget_cut)
+    return table, templates, replace(stats, budget_cut=st.budget_cut, parts=st.parts)
 
 
 def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
@@ -1002,6 +1010,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
     rows, stopped_by, n_prefixes, n_rows, low, cut = [], "", 0, 0, math.inf, False
+    parts: list[int] | None = [] if part is None else None  # prefixes per part, where every unit ran
     first = 0  # the flat index of this unit's first root
     for unit in arch.computes_for(e):
         n = _root_count(e, workload, arch, unit.name, constraints) if part is not None else 0
@@ -1009,15 +1018,16 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
         if root is not None and not 0 <= root < n:
             continue
         if stopped_by:  # not started: its first rows' floors bound it
-            low = min(low, _first_floor(einsum, workload, arch, unit.name, constraints))
+            low, parts = min(low, _first_floor(einsum, workload, arch, unit.name, constraints)), None
             continue
         boxes = tiling_lower_bound(einsum, workload, arch, unit.name, constraints) if budget is not None else None
         if boxes is not None and boxes > budget * (1 + BUDGET_RTOL):  # nothing on this unit is within the budget
-            low, cut = min(low, boxes), cut or math.isfinite(boxes)
+            low, cut, parts = min(low, boxes), cut or math.isfinite(boxes), None
             continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
         stopped_by = search.run(deadline, root)
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
+        parts = None if parts is None else parts + search.stats.roots
         if budget is not None:
             low = min(low, max(search.lower_bound(), boxes or 0.0))
         cut = cut or search.budget_cut
@@ -1030,7 +1040,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
                     rows.append(within)
     low = 0.0 if budget is None else min(low, budget)
     return [] if stopped_by else rows, Stats(n_prefixes, n_rows, 0, not stopped_by, time.perf_counter() - begin, low,
-                                             budget, stopped_by, budget is not None and cut)
+                                             budget, stopped_by, budget is not None and cut, tuple(parts or ()))
 
 
 def part_count(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None) -> int:
@@ -1074,7 +1084,7 @@ def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceil
         if not st.complete or not table.empty or budget >= ceiling or none:
             return table, templates, Stats(n_prefixes, n_rows, st.kept, st.complete, time.perf_counter() - begin,
                                            math.inf if none else max(low, st.lower_bound), budget, st.stopped_by,
-                                           st.budget_cut)
+                                           st.budget_cut, st.parts)
         low, budget = budget, budget * GROWTH
 
 

@@ -49,6 +49,8 @@ def parts_equal_whole(w, a, quantile, objectives):
         assert pmappings(table, templates) == pmappings(*whole[:2]), e  # the same rows, not only the same frontier
         assert stats.templates == whole[2].templates, e
         assert stats.lower_bound == pytest.approx(whole[2].lower_bound, rel=1e-9), e
+        # the whole search counts each root's prefixes as its part does alone (`Stats.parts`)
+        assert whole[2].parts == stats.parts == tuple(g[2].templates for g in got), e
 
 
 @settings(max_examples=10, **SETTINGS)
@@ -240,3 +242,28 @@ def test_workers_start_with_the_search_kernels_already_loaded():
         pytest.skip("workers are spawned here, not forked: they load their kernels themselves")
     assert out[0] == "[0, 0, 0] fork", out  # nothing loaded at import
     assert out[1] == "[1, 1, 2]", out  # both memory layouts of the Pareto kernel's criteria
+
+
+def test_parts_start_most_costly_first_within_each_job_when_costs_are_given(monkeypatch):
+    """`split_searches`' `costs` (an earlier search's `Stats.parts`) orders each job's parts
+    most costly first, and those of a job without costs (or with the wrong number) in part
+    order; the jobs keep their order, so a part cut short under `stop_when_incomplete`
+    stops no part of an earlier job. Each Einsum's result is the same either way."""
+    w, a = kv_projections()
+    names = list(w.einsum_names)
+    jobs = [(e, args(e, w, a, ("energy",), None)) for e in names]
+    jobs = [(e, (*j[:6], float(generate(e, w, a, objectives=("energy",))[0]["energy"].max()), *j[7:]))
+            for e, j in jobs]
+    counts = {e: part_count(e, w, a) for e in names}
+    started = []
+    real = all_einsums._job
+    monkeypatch.setattr(all_einsums, "_job", lambda item: started.append(item[0]) or real(item))
+    plain = all_einsums.split_searches(jobs, 1, False, "test")
+    assert started == [(e, i) for e in names for i in range(counts[e])]
+    costs = {names[0]: tuple(range(counts[names[0]])), names[1]: (5,) * (counts[names[1]] + 1)}
+    started.clear()
+    costed = all_einsums.split_searches(jobs, 1, False, "test", costs=costs)
+    unknown = [(e, i) for e in names[1:] for i in range(counts[e])]
+    assert started == [(names[0], i) for i in reversed(range(counts[names[0]]))] + unknown
+    for e in names:
+        assert pmappings(*costed[e][:2]) == pmappings(*plain[e][:2]), e
