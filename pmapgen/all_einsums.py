@@ -3,6 +3,7 @@ bar; Einsums identical up to names (same shapes, roles, bits and sharing, same
 constraints) are generated once and the result renamed."""
 from __future__ import annotations
 
+import gc
 import math
 import multiprocessing
 import os
@@ -100,10 +101,21 @@ def _job(item):
 
 
 def _worker_start(threshold: int) -> None:
-    """A worker's setup: its allocator's threshold (`pmapgen.allocator`), and Ctrl-C
-    ending it without a traceback (the main process says once that it was interrupted)."""
+    """A worker's setup: its allocator's threshold (`pmapgen.allocator`), Ctrl-C ending it
+    without a traceback (the main process says once that it was interrupted), and its
+    garbage collector (`WORKER_GC`)."""
+    gc.freeze()
+    gc.set_threshold(*WORKER_GC)
     mmap_threshold(threshold)
-    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
+
+
+# A worker's collector: what it inherited from the parent (forked: the parent's whole heap,
+# a few hundred thousand objects) is frozen out of its view (`gc.freeze`), and its full
+# collections wait for 100 younger ones, not 10 (the search's state lives as long as the
+# search). At batch 1 the energy proof's workers spent 6.6 s of their 58 s of CPU in the
+# collector, 5.5 s of it in 33 full collections; frozen, 36 full ones took 2.8 s; with
+# both, none ran and the workers' peak memory stayed 379 MB (fiftieth session).
+WORKER_GC = (700, 10, 100)
 
 
 _WARM = False  # `warm_kernels` ran in this process
