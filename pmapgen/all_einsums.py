@@ -107,6 +107,7 @@ def _worker_start(threshold: int) -> None:
     gc.freeze()
     gc.set_threshold(*WORKER_GC)
     mmap_threshold(threshold)
+    signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 
 # A worker's collector: what it inherited from the parent (forked: the parent's whole heap,
