@@ -234,7 +234,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                  time_limit: float | None = None, budgets: dict[str, float] | None = None,
                  stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False,
                  einsums: tuple[str, ...] | None = None, max_rows: int | None = None,
-                 costs: dict[str, tuple[int, ...]] | None = None) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
+                 costs: dict[str, tuple[int, ...]] | None = None
+                 ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
     The searches run in worker processes (`workers`, default one per core up to one per
@@ -311,7 +312,7 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
     first raise at batch 1 started its longest part last and ran it alone for 2 s. Across
     the jobs, a long part cut short by the time limit kept the other jobs' parts from
     starting under `stop_when_incomplete`, which changed the batch-64 proof (docs/mapper.md,
-    "Step 29")."""
+    "Step 29" and "Step 30")."""
     n_workers = kept.workers if kept is not None else workers or max(1, os.cpu_count() or 1)
     parts, count = [], {}
     for e, args in jobs:
