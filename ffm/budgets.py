@@ -80,6 +80,7 @@ from ffm.refine import Refinement, refine
 from ffm.wildcards import WildcardBound
 from pmapgen import Constraints, Stats, generate_all
 from pmapgen.all_einsums import Workers, union
+from pmapgen.generate import held_within
 from pmapgen.prefixes import energy_lower_bound
 from pmapgen.turn import TURN
 from workloads.model import Workload
@@ -230,7 +231,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
         return *(best or (None, None)), proof(minima, bound, incomplete=incomplete)
     # step 2: raise the budgets the wildcard bound points at until it reaches U
     tables = dict(res)
-    budgets = {e: res[e][2].budget for e in order}  # step 1's tables: the frontiers within these
+    budgets = {e: held_within(res[e][2]) for e in order}  # step 1's tables: the frontiers within these
     wild = WildcardBound(workload, arch, progress=progress)
     # the raises may take every Einsum's time limit, the refinements (`ffm.refine`) a share more
     raises_until = None if time_limit is None else time.perf_counter() + len(order) * time_limit
@@ -349,7 +350,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
             for e in b.wildcards:
                 if e not in incomplete:  # complete within its raised budget, whatever the others did
                     wild.forget(e, budgets[e])
-                    tables[e], budgets[e] = got[e], raised[e]
+                    # (at least the raised budget: up to the least floor its search cut, `held_within`)
+                    tables[e], budgets[e] = got[e], held_within(got[e][2])
             cut = [e for e in incomplete if e in got]  # (the rest did not start: stop_when_incomplete)
             for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
                 most[e] = (raised[e] - budgets[e]) / budgets[e] / 2

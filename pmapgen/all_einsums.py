@@ -354,7 +354,7 @@ def _merge(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]
     parts' bounds."""
     einsum, workload, arch, constraints, objectives, _, budget, *_ = args
     begin = time.perf_counter()
-    low, stopped_by, explored, evaluated, seconds = math.inf, "", 0, 0, 0.0
+    low, stopped_by, explored, evaluated, seconds, cut_floor = math.inf, "", 0, 0, 0.0, math.inf
     tables, templates = [], []
     for i, r in enumerate(got):
         if r is None:
@@ -362,7 +362,7 @@ def _merge(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]
             stopped_by = stopped_by or TIME_LIMIT
             continue
         table, part_templates, st = r
-        low, stopped_by = min(low, st.lower_bound), stopped_by or st.stopped_by
+        low, stopped_by, cut_floor = min(low, st.lower_bound), stopped_by or st.stopped_by, min(cut_floor, st.cut_floor)
         explored, evaluated, seconds = explored + st.templates, evaluated + st.tile_shapes, seconds + st.seconds
         if part_templates and not st.stopped_by:  # (a part that kept no row gives `result`'s empty frame)
             tables.append(table.assign(template=table["template"] + len(templates)))
@@ -372,11 +372,12 @@ def _merge(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]
     if stopped_by or not tables:
         table, _, st = result(einsum, [], workload, arch, objectives, explored, evaluated, stopped_by, begin, low,
                               budget, constraints)
-        return table, [] if stopped_by else templates, replace(st, seconds=seconds + st.seconds, parts=parts)
+        return table, [] if stopped_by else templates, replace(st, seconds=seconds + st.seconds, parts=parts,
+                                                                cut_floor=cut_floor)
     columns = list(dict.fromkeys(c for t in tables for c in t.columns))
     table = pd.concat([t for t in tables if len(t)] or tables[:1], ignore_index=True).reindex(columns=columns)
     return table, templates, Stats(explored, evaluated, len(table), True, seconds + time.perf_counter() - begin, low,
-                                   budget, "", parts=parts)
+                                   budget, "", parts=parts, cut_floor=cut_floor)
 
 
 def union(first: dict, *others: dict) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:

@@ -16,6 +16,7 @@ Criteria of a pmapping (docs/pmapgen.md):
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -55,6 +56,25 @@ class Stats:
     # roots, over all compute units; () if not known): what the energy proof's next split
     # search of the Einsum orders its parts by (`pmapgen.all_einsums.split_searches`' `costs`)
     parts: tuple[int, ...] = ()
+    # pJ, a complete budgeted search's: every pmapping its table leaves out (but for those a
+    # row dominates) costs at least this, the least energy floor of what the budget dropped
+    # (inf: nothing), so the table holds the frontier of all pmappings below it, not only of
+    # those within `budget` (`held_within`)
+    cut_floor: float = math.inf
+
+
+def held_within(stats: Stats) -> float | None:
+    """The energy a complete budgeted search's table holds the frontier within: its budget,
+    or more when nothing exists between the budget and the least floor the budget cut
+    (`Stats.cut_floor`, a hair below it). A raise of the energy proof that adds nothing
+    (the Einsum's pmappings jump from one energy to the next) still moves the budget up to
+    the next pmapping's floor (docs/mapper.md, "Step 31")."""
+    if stats.budget is None or not stats.complete:
+        return stats.budget
+    return max(stats.budget, stats.cut_floor * (1 - CUT_RTOL))
+
+
+CUT_RTOL = 1e-6  # `held_within` stays this share below the least floor cut (floats summed in other orders)
 
 
 def _fused_structure(template: Template, workload: Workload, arch: Arch):

@@ -207,6 +207,7 @@ class _Search:
         self._monotone = {r: bool(self.floor.ranks[:, i].max() <= 1) for i, r in enumerate(self.e.rank_variables)}
         self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)
         self.budget_cut = False  # some row with a finite floor was dropped for the budget (`Stats.budget_cut`)
+        self.cut_floor = math.inf  # the least finite floor of a row dropped for the budget (`Stats.cut_floor`)
 
     # ---- columns <-> the model's Above -------------------------------------------------
     def _above(self, cols: dict, depth: int, lifetimes: dict) -> Above:
@@ -608,14 +609,15 @@ class _Search:
         # (the bound is summed in floats in another order than the floors: a hair of slack)
         floor = self._box_floors(move, prefix, cols, rows)
         ok = floor * (1 - BOX_RTOL) <= self.budget * (1 + BUDGET_RTOL)
-        self._cut(floor[~ok])
+        self._cut(floor[~ok] * (1 - BOX_RTOL))
         return rows[ok]
 
     def _cut(self, floors: np.ndarray) -> None:
         """Note rows dropped for the budget: those whose floor is finite (an infinite floor
-        says no completion of the row fits, at any budget)."""
-        if not self.budget_cut and np.isfinite(floors).any():
-            self.budget_cut = True
+        says no completion of the row fits, at any budget), and the least such floor."""
+        if len(floors) and (low := float(floors.min())) < self.cut_floor:
+            self.cut_floor = low
+            self.budget_cut = self.budget_cut or math.isfinite(low)
 
     def _box_floors(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray) -> np.ndarray:
         """`_box_cut`'s bound per row."""
@@ -991,7 +993,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part)
     table, templates, stats = result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes,
                                      st.stopped_by, begin, st.lower_bound, budget, constraints)
-    return table, templates, replace(stats, budget_cut=st.budget_cut, parts=st.parts)
+    return table, templates, replace(stats, budget_cut=st.budget_cut, parts=st.parts, cut_floor=st.cut_floor)
 
 
 def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
@@ -1009,7 +1011,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
     begin = time.perf_counter()
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
-    rows, stopped_by, n_prefixes, n_rows, low, cut = [], "", 0, 0, math.inf, False
+    rows, stopped_by, n_prefixes, n_rows, low, cut, cut_floor = [], "", 0, 0, math.inf, False, math.inf
     parts: list[int] | None = [] if part is None else None  # prefixes per part, where every unit ran
     first = 0  # the flat index of this unit's first root
     for unit in arch.computes_for(e):
@@ -1022,7 +1024,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
             continue
         boxes = tiling_lower_bound(einsum, workload, arch, unit.name, constraints) if budget is not None else None
         if boxes is not None and boxes > budget * (1 + BUDGET_RTOL):  # nothing on this unit is within the budget
-            low, cut, parts = min(low, boxes), cut or math.isfinite(boxes), None
+            low, cut, parts, cut_floor = min(low, boxes), cut or math.isfinite(boxes), None, min(cut_floor, boxes)
             continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
         stopped_by = search.run(deadline, root)
@@ -1030,17 +1032,20 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
         parts = None if parts is None else parts + search.stats.roots
         if budget is not None:
             low = min(low, max(search.lower_bound(), boxes or 0.0))
-        cut = cut or search.budget_cut
+        cut, cut_floor = cut or search.budget_cut, min(cut_floor, search.cut_floor)
         if not stopped_by:
             for t, tiles in search.survivors(objectives):
                 done = template_rows(t, tiles, workload, arch)
                 within = _within(done, budget)
-                cut = cut or len(within.tiles) < len(done.tiles)
+                if len(within.tiles) < len(done.tiles):  # pmappings over the budget: the least is cut too
+                    energy = np.broadcast_to(done.columns["energy"], len(done.tiles))
+                    cut, cut_floor = True, min(cut_floor, float(energy[energy > budget * (1 + BUDGET_RTOL)].min()))
                 if len(within.tiles):
                     rows.append(within)
     low = 0.0 if budget is None else min(low, budget)
     return [] if stopped_by else rows, Stats(n_prefixes, n_rows, 0, not stopped_by, time.perf_counter() - begin, low,
-                                             budget, stopped_by, budget is not None and cut, tuple(parts or ()))
+                                             budget, stopped_by, budget is not None and cut, tuple(parts or ()),
+                                             math.inf if budget is None else cut_floor)
 
 
 def part_count(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None) -> int:
@@ -1084,7 +1089,7 @@ def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceil
         if not st.complete or not table.empty or budget >= ceiling or none:
             return table, templates, Stats(n_prefixes, n_rows, st.kept, st.complete, time.perf_counter() - begin,
                                            math.inf if none else max(low, st.lower_bound), budget, st.stopped_by,
-                                           st.budget_cut, st.parts)
+                                           st.budget_cut, st.parts, st.cut_floor)
         low, budget = budget, budget * GROWTH
 
 

@@ -15,7 +15,7 @@ import workloads
 from looptree.model import analyze, cost
 from looptree.nodes import Loop
 from looptree.validate import normalize, validate_pmapping
-from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, prune_across_templates, prune_rows,
+from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, held_within, prune_across_templates, prune_rows,
                               rebuild, template_rows, to_frame)
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
@@ -169,7 +169,9 @@ def same_frontiers_within_budget(w, a, quantile: float, objectives=OBJECTIVES):
     """With an energy budget (the lowest energy, or a quantile of the enumeration's), the
     prefix search keeps exactly the enumeration's frontier among pmappings within it: the
     energy floor of pmapgen.bounds never cuts a partial pmapping that could get under it,
-    and its least value at the search's first partial pmappings is at most the minimum."""
+    and its least value at the search's first partial pmappings is at most the minimum.
+    No pmapping costs more than the budget and less than the least floor the search cut
+    (`held_within`): the table is the frontier below that too."""
     for e in w.einsum_names:
         full = generate(e, w, a, objectives=objectives)[0]
         if full.empty:
@@ -177,8 +179,13 @@ def same_frontiers_within_budget(w, a, quantile: float, objectives=OBJECTIVES):
         assert energy_lower_bound(e, w, a) <= full["energy"].min() * (1 + 1e-9), e
         budget = float(np.quantile(full["energy"], quantile))
         within = full[full["energy"] <= budget * (1 + 1e-9)]
-        got = generate_by_prefixes(e, w, a, objectives=objectives, budget=budget)[0]
+        got, _, stats = generate_by_prefixes(e, w, a, objectives=objectives, budget=budget)
         assert frontier(got, objectives) == frontier(within, objectives)
+        held = held_within(stats)
+        assert held >= budget, e
+        above = full["energy"][full["energy"] > budget * (1 + 1e-9)]
+        assert above.empty or above.min() >= held, e  # nothing between the budget and the least floor cut
+        assert frontier(full[full["energy"] <= held], objectives) == frontier(got, objectives), e
 
 
 @settings(max_examples=10, **SETTINGS)
