@@ -155,6 +155,16 @@ def raise_step(budget: float, gap: float, most: float = MAX_RAISE) -> float:
     return min(budget * most, max(gap, budget * MIN_RAISE))
 
 
+def raise_to(asked: float, held: float, gap: float, most: float) -> float:
+    """The budget a raise searches at: `raise_step` above the budget the Einsum's last search
+    was run at (`asked`), enough to close `gap` (U minus its term, which counts the Einsum at
+    `held`: what that search's table is complete within, `generate.held_within`), and at
+    least MIN_RAISE past `held`. Raising from `held` instead made larger, costlier raises
+    wherever the search proved a little more than it was asked: at batch 64, whose raises
+    are cut short by the time limit, more of them were (docs/mapper.md, "Step 31")."""
+    return max(asked + raise_step(asked, held + gap - asked, most), held * (1 + MIN_RAISE))
+
+
 def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, tuple],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = True,
@@ -232,6 +242,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     # step 2: raise the budgets the wildcard bound points at until it reaches U
     tables = dict(res)
     budgets = {e: held_within(res[e][2]) for e in order}  # step 1's tables: the frontiers within these
+    asked = {e: res[e][2].budget for e in order}  # what each Einsum's last search was run at (`raise_to`)
     wild = WildcardBound(workload, arch, progress=progress)
     # the raises may take every Einsum's time limit, the refinements (`ffm.refine`) a share more
     raises_until = None if time_limit is None else time.perf_counter() + len(order) * time_limit
@@ -340,7 +351,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
             if pending:  # a raise changes the tables the refinements running read
                 settle(ALL_COMPLETED)
                 continue
-            raised = {e: budgets[e] + raise_step(budgets[e], bound - b.term, most[e]) for e in b.wildcards}
+            raised = {e: raise_to(asked[e], budgets[e], bound - b.term, most[e]) for e in b.wildcards}
             began = time.perf_counter()
             kept.close()
             got, incomplete = run(raised, f"raise {len(steps)}", stop=True, einsums=b.wildcards,
@@ -351,10 +362,10 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                 if e not in incomplete:  # complete within its raised budget, whatever the others did
                     wild.forget(e, budgets[e])
                     # (at least the raised budget: up to the least floor its search cut, `held_within`)
-                    tables[e], budgets[e] = got[e], held_within(got[e][2])
+                    tables[e], budgets[e], asked[e] = got[e], held_within(got[e][2]), got[e][2].budget
             cut = [e for e in incomplete if e in got]  # (the rest did not start: stop_when_incomplete)
             for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
-                most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
+                most[e] = (raised[e] - asked[e]) / asked[e] / 2
             if incomplete and (not cut or any(most[e] < MIN_RAISE for e in cut)):  # no smaller raise to try
                 raising = False
 
