@@ -365,7 +365,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                     tables[e], budgets[e], asked[e] = got[e], held_within(got[e][2]), got[e][2].budget
             cut = [e for e in incomplete if e in got]  # (the rest did not start: stop_when_incomplete)
             for e in cut:  # half the share that was cut short (not of the cap: a gap-sized raise would repeat)
-                most[e] = (raised[e] - asked[e]) / asked[e] / 2
+                # (of the held budget: a raise held at MIN_RAISE past it, cut short, ends the raising)
+                most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
             if incomplete and (not cut or any(most[e] < MIN_RAISE for e in cut)):  # no smaller raise to try
                 raising = False
 
