@@ -250,6 +250,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     most = {e: MAX_RAISE for e in order}  # the largest share a raise may add: half the last one cut short
     refinements: list[Refinement] = []
     searched: dict = {}  # the refinements' complete keyed searches, which later ones reuse (`ffm.refine.refine`)
+    closers: set[str] = set()  # wildcards whose keys alone closed a term: later terms search them first
     raising = True  # False once a raise was cut short with no smaller one to try
     raise_seconds: dict[str, float] = {}  # each Einsum's last raise: its step's wall seconds, at most its search's
     retried: set[tuple[str, ...]] = set()  # terms refined again once raises stopped (`refine`'s `retry`)
@@ -337,7 +338,7 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                     limit = deadline - time.perf_counter() if retry else time_limit
                     args = (workload, arch, tables, budgets, b.wildcards, bound, constraints, limit, deadline, workers,
                             progress, searched)
-                    kwargs = dict(retry=retry, max_rows=PROOF_ROWS, kept=kept)
+                    kwargs = dict(retry=retry, max_rows=PROOF_ROWS, kept=kept, closers=closers)
                     if overlap > 1:
                         pending[b.wildcards] = TURN.let(lambda: threads.submit(refining, *args, **kwargs))
                     else:

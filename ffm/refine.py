@@ -438,10 +438,14 @@ def mirror_key(mirror, einsum, group: tuple, members: list) -> tuple | None:
     return None if image == group else image
 
 
-def next_wildcard(workload: Workload, left: list[str], free) -> str:
+def next_wildcard(workload: Workload, left: list[str], free, closers=()) -> str:
     """The wildcard of `left` (not yet searched) to search next, `free` being the wildcards
-    not absorbed into the rest: most tagged inputs first (their keys fix more, so their
-    searches are quicker: at batch 1, AV's keyed searches take under a second and Q's,
+    not absorbed into the rest: one of `closers` first (its keys alone closed an earlier
+    term, and the searches that showed it often answer this term's keys from `searched`;
+    on llama3_8b at batch 1, FFG's one empty keyed search closed every term holding it,
+    but AV's and QK's keys, searched first, took 104 and 140 s; fifty-second session;
+    the order is a matter of speed only), then most tagged inputs (their keys fix more,
+    so their searches are quicker: at batch 1, AV's keyed searches take under a second and Q's,
     keyed by I's c_T alone, 1 to 60 s), then the one whose output the most wildcards of
     `left` read (once absorbed, it tags their inputs), then the one whose tagged inputs'
     last producer comes first (its rest joins the fewest Einsums, `rest_by_key`: the
@@ -456,8 +460,8 @@ def next_wildcard(workload: Workload, left: list[str], free) -> str:
 
     def last_producer(e: str) -> int:
         return max((order.index(p) for p in tagged_tensors(workload, free, e).values()), default=-1)
-    return min(left, key=lambda e: (-len(tagged_tensors(workload, free, e)), -feeds(e), last_producer(e),
-                                    left.index(e)))
+    return min(left, key=lambda e: (e not in closers, -len(tagged_tensors(workload, free, e)), -feeds(e),
+                                    last_producer(e), left.index(e)))
 
 
 def absorbed_table(ks: KeyedSearches, betas: dict[tuple, float], budget: float) -> pd.DataFrame:
@@ -484,7 +488,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
            bound: float, constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
            deadline: float | None = None, workers: int | None = None, progress: bool = False,
            searched: dict | None = None, group_above: int = KEY_ALL_UP_TO, retry: bool = False,
-           max_rows: int | None = None, kept: Workers | None = None
+           max_rows: int | None = None, kept: Workers | None = None, closers: set[str] | None = None
            ) -> tuple[Refinement, tuple[dict, SearchResult] | None]:
     """(the refinement of the term of `wildcards`, a mapping below `bound` (U) if its join
     found one: (results it indexes, SearchResult)). `results` holds each Einsum's table
@@ -504,7 +508,9 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     are searched, e costs at least L_e in a mapping of this term (the least over its keys
     of its keyed table's least, or its search's lower bound, and at least b_e), so the
     wildcards after it are searched within U - R(c) - L_e - ..., and a wildcard whose
-    per-key sums reach U closes the term without searching the others.
+    per-key sums reach U closes the term without searching the others. `closers`
+    (updated here) names the wildcards whose keys closed an earlier term so: they are
+    searched first (`next_wildcard`).
 
     `retry` marks a term refined before whose keyed searches were cut short: the complete
     ones are all in `searched`, so only those cut short run again, each split by root
@@ -526,7 +532,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
     left, absorbed = list(wildcards), set()
     while left:
         free = tuple(w for w in wildcards if w not in absorbed)
-        e = next_wildcard(workload, left, free)
+        e = next_wildcard(workload, left, free, closers or ())
         left.remove(e)
         if set(tagged_tensors(workload, free, e)) - set(tagged_tensors(workload, wildcards, e)):
             rests[e] = rest(e, free, least)  # e reads an absorbed wildcard's output: keyed by its rows' c_T too
@@ -552,6 +558,8 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
             mirrored + ks.mirrored, by_rows + ks.by_rows)
         least[e] = min((f[0] for f in floors[e].values() if f is not None), default=math.inf)
         if per_key(e, rests, floors, least, free)[0] >= bound * (1 - RTOL):
+            if closers is not None:
+                closers.add(e)
             break  # e's keys close the term: the others need no search
         if not ks.cut:
             tables[e] = absorbed_table(ks, betas, budgets[e])
