@@ -22,8 +22,10 @@ a join that goes on after each step with only the most promising partial mapping
 `scout` of least lower bound and the least of each compatibility group). It is fast and
 what it finds is valid, so its value serves as U; exactness still rests on the clean pass.
 
-For `pareto` no single bound exists: the exact join runs (one pass). docs/search.md has the
-rules, the dirty pass's guarantee and the defaults.
+For `pareto` no single bound exists: the scout's frontier prunes instead. The exact join
+drops every partial mapping whose energy and latency lower bounds are both above those of
+one of the scout's mappings (`_undominated`): each of its completions is strictly dominated.
+docs/search.md has the rules, the dirty pass's guarantee and the defaults.
 """
 from __future__ import annotations
 
@@ -145,19 +147,49 @@ def _kept(table: pd.DataFrame, mask: np.ndarray) -> pd.DataFrame:
     return held[1]
 
 
+def _undominated(tables: dict[str, pd.DataFrame], order: list[str], front: pd.DataFrame):
+    """`_under_bound` for pareto: (tables without rows that cannot be on the frontier,
+    admit(i, partial) for the join). `front` holds valid full mappings of the tables (the
+    scout's frontier). A partial mapping whose lower bounds on energy and latency (its own
+    plus the least each missing Einsum offers) are both above those of a point of `front`
+    has every completion strictly dominated by that point, so no frontier mapping is lost."""
+    lower_e = _completion_bound(tables, order, "energy")
+    lower_l = _completion_bound(tables, order, "latency")
+    by_energy = front.sort_values("energy")
+    energies = by_energy["energy"].to_numpy(dtype=float) * (1 + BOUND_RTOL)
+    # the least latency among the points of at most each energy
+    latencies = np.minimum.accumulate(by_energy["latency"].to_numpy(dtype=float)) * (1 + BOUND_RTOL)
+    n = len(order)
+
+    def open_(frame, missing: list[int]) -> np.ndarray:
+        below = np.searchsorted(energies, lower_e(frame, missing), side="left")  # points of less energy
+        least = latencies[np.maximum(below - 1, 0)]
+        return (below == 0) | (lower_l(frame, missing) <= least)
+
+    kept = {e: _kept(tables[e], open_(tables[e], [j for j in range(n) if j != k])) for k, e in enumerate(order)}
+
+    def admit(i: int, partial) -> np.ndarray:
+        return open_(partial, list(range(i + 1, n)))
+
+    return kept, admit
+
+
 def _most_promising(tables: dict[str, pd.DataFrame], order: list[str], objective: str, width: int):
     """narrow(i, frame) for the scout pass: a mask of the `width` partial mappings with the
     least lower bound, and the least of every compatibility group (so that every way the
-    next Einsums could join stays open)."""
-    lower = _completion_bound(tables, order, objective)
+    next Einsums could join stays open). For pareto, `width` by each of energy, latency and
+    EDP (the frontier's ends and its knee)."""
+    lowers = [_completion_bound(tables, order, o)
+              for o in (("energy", "latency", "edp") if objective == "pareto" else (objective,))]
 
     def narrow(i: int, frame) -> np.ndarray:
         n = len(frame["group"])
         if n <= width:
             return np.ones(n, dtype=bool)
-        value = lower(frame, list(range(i + 1, len(order))))
         keep = np.zeros(n, dtype=bool)
-        keep[np.argpartition(value, width)[:width]] = True
+        for lower in lowers:
+            value = lower(frame, list(range(i + 1, len(order))))
+            keep[np.argpartition(value, width)[:width]] = True
         by_value = np.argsort(value, kind="stable")
         groups = frame["group"][by_value]
         keep[by_value[np.unique(groups, return_index=True)[1]]] = True
@@ -196,11 +228,15 @@ def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, obje
         passes.append(Pass(name, eps, delta, tuple(trace), len(full)))
         return full
 
+    first, first_admit = tables, None
+    if objective == "pareto" and scout > 0 and all(len(tables[e]) for e in order) and not dirty_only:
+        found = select(run("scout", 0.0, 0.0, narrow=_most_promising(tables, order, objective, scout)), objective)
+        if not found.empty:
+            first, first_admit = _undominated(tables, order, found)
     if known is None and scout > 0 and bounded and not dirty_only:
         found = select(run("scout", 0.0, 0.0, narrow=_most_promising(tables, order, objective, scout)), objective)
         if not found.empty:
             known = float(objective_value(found["energy"].to_numpy(), found["latency"].to_numpy(), objective)[0])
-    first, first_admit = tables, None
     if known is not None and bounded:
         first, first_admit = _under_bound(tables, order, objective, known)
 

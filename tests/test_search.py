@@ -260,6 +260,11 @@ def fits(ev, arch, slack: float) -> bool:
 
 # ---------------------------------------------------------------- the checks
 
+def points(front) -> np.ndarray:
+    """A frontier's distinct (energy, latency) points, in energy order."""
+    return np.unique(front[["energy", "latency"]].to_numpy(dtype=float), axis=0)
+
+
 def chosen(result, tables, templates, workload, arch):
     """The search's single chosen mapping, re-evaluated by looptree (must be legal and valid)."""
     row = result.best.iloc[0]
@@ -323,6 +328,11 @@ def check(workload, arch, epsilon: float, max_combinations: int, max_evaluations
     front = search(tables, workload, arch, "pareto").best
     assert np.isclose(front["energy"].min(), truths["energy"], rtol=RTOL)
     assert np.isclose(front["latency"].min(), truths["latency"], rtol=RTOL)
+    # pruned by the scout's frontier (of any width) or not, the same frontier
+    for width in (0, 1):
+        other = search(tables, workload, arch, "pareto", scout=width).best
+        assert points(front).shape == points(other).shape and np.allclose(points(front), points(other), rtol=RTOL), \
+            (width, points(front), points(other))
 
 
 @pytest.fixture(autouse=True)
