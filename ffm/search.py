@@ -121,12 +121,18 @@ def _under_bound(tables: dict[str, pd.DataFrame], order: list[str], objective: s
     for the join)."""
     limit = bound * (1 + BOUND_RTOL)
     lower = _completion_bound(tables, order, objective)
+    return _pruned(tables, order, lambda frame, missing: lower(frame, missing) <= limit)
+
+
+def _pruned(tables: dict[str, pd.DataFrame], order: list[str], open_: Callable):
+    """(each table without the rows `open_` closes, admit(i, partial) for the join), where
+    open_(frame, missing) masks the rows of a table or partial mapping that may still be
+    in a wanted full mapping once the Einsums `missing` (indices into `order`) join."""
     n = len(order)
-    kept = {e: _kept(tables[e], lower(tables[e], [j for j in range(n) if j != k]) <= limit)
-            for k, e in enumerate(order)}
+    kept = {e: _kept(tables[e], open_(tables[e], [j for j in range(n) if j != k])) for k, e in enumerate(order)}
 
     def admit(i: int, partial) -> np.ndarray:
-        return lower(partial, list(range(i + 1, n))) <= limit
+        return open_(partial, list(range(i + 1, n)))
 
     return kept, admit
 
@@ -159,19 +165,13 @@ def _undominated(tables: dict[str, pd.DataFrame], order: list[str], front: pd.Da
     energies = by_energy["energy"].to_numpy(dtype=float) * (1 + BOUND_RTOL)
     # the least latency among the points of at most each energy
     latencies = np.minimum.accumulate(by_energy["latency"].to_numpy(dtype=float)) * (1 + BOUND_RTOL)
-    n = len(order)
 
     def open_(frame, missing: list[int]) -> np.ndarray:
         below = np.searchsorted(energies, lower_e(frame, missing), side="left")  # points of less energy
         least = latencies[np.maximum(below - 1, 0)]
         return (below == 0) | (lower_l(frame, missing) <= least)
 
-    kept = {e: _kept(tables[e], open_(tables[e], [j for j in range(n) if j != k])) for k, e in enumerate(order)}
-
-    def admit(i: int, partial) -> np.ndarray:
-        return open_(partial, list(range(i + 1, n)))
-
-    return kept, admit
+    return _pruned(tables, order, open_)
 
 
 def _most_promising(tables: dict[str, pd.DataFrame], order: list[str], objective: str, width: int):
@@ -229,13 +229,12 @@ def search(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch, obje
         return full
 
     first, first_admit = tables, None
-    if objective == "pareto" and scout > 0 and all(len(tables[e]) for e in order) and not dirty_only:
+    pareto = objective == "pareto"  # (its scout's frontier prunes; `known` is ignored)
+    if (known is None or pareto) and scout > 0 and all(len(tables[e]) for e in order) and not dirty_only:
         found = select(run("scout", 0.0, 0.0, narrow=_most_promising(tables, order, objective, scout)), objective)
-        if not found.empty:
+        if not found.empty and pareto:
             first, first_admit = _undominated(tables, order, found)
-    if known is None and scout > 0 and bounded and not dirty_only:
-        found = select(run("scout", 0.0, 0.0, narrow=_most_promising(tables, order, objective, scout)), objective)
-        if not found.empty:
+        elif not found.empty:
             known = float(objective_value(found["energy"].to_numpy(), found["latency"].to_numpy(), objective)[0])
     if known is not None and bounded:
         first, first_admit = _under_bound(tables, order, objective, known)
