@@ -59,8 +59,9 @@ def _parser() -> argparse.ArgumentParser:
                         f"provably optimal (default {DEFAULT_TIME_LIMIT:g}; 0: no limit, exhaustive, no proof); "
                         f"for energy, pmapgen runs only if the energy proof does not complete")
     p.add_argument("--proof-time", type=_seconds, default=DEFAULT_PROOF_TIME, metavar="SECONDS",
-                   help=f"energy objective with a time limit: seconds per Einsum and step for the energy proof, "
-                        f"which runs first and makes the result provably optimal where it completes "
+                   help=f"energy and pareto objectives with a time limit: seconds per Einsum and step for the "
+                        f"energy proof, which runs first and makes the result (pareto: the frontier's "
+                        f"lowest-energy point) provably optimal where it completes "
                         f"(default {DEFAULT_PROOF_TIME:g}; 0: no proof)")
     p.add_argument("--no-descent", action="store_true",
                    help="energy objective, when pmapgen was cut short and the proof did not complete: skip the "

@@ -43,8 +43,9 @@ class MapStats:
     pmapgen: dict[str, Stats]
     join_steps: tuple[tuple[str, int], ...]
     seconds: dict[str, float]
-    proof: Proof | None = None  # the energy proof, run first for energy with a time limit (ffm.budgets)
+    proof: Proof | None = None  # the energy proof, run first with a time limit for energy and pareto (ffm.budgets)
     descent: tuple[Descent, ...] = ()  # coordinate descent after the join, or the proof if it ran (ffm.descent)
+    objective: str = "energy"  # what the result is optimal for: a proof completes only the energy objective
 
     @property
     def exhaustive(self) -> bool:
@@ -55,7 +56,16 @@ class MapStats:
     @property
     def complete(self) -> bool:
         """Whether the result is provably optimal: pmapgen was exhaustive, or it was cut short
-        and the energy proof completed (its tables gave the result)."""
+        and the energy proof completed (its tables gave the result). A pareto frontier needs
+        pmapgen exhaustive: the proof makes only its lowest-energy point exact (`energy_end`)."""
+        if self.objective == "pareto":
+            return self.exhaustive
+        return self.exhaustive or (self.proof is not None and self.proof.proven)
+
+    @property
+    def energy_end(self) -> bool:
+        """pareto: whether the frontier's lowest-energy point is the proven energy optimum
+        (pmapgen exhaustive, or the energy proof, which ran first, completed)."""
         return self.exhaustive or (self.proof is not None and self.proof.proven)
 
 
@@ -145,7 +155,9 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     (`result.stats.pmapgen` is empty). Otherwise they are, their join joins the proof's
     tables too, and the best mapping is improved by coordinate descent within each Einsum's
     compatibility group (`descent`, `ffm.descent`: searches of `time_limit` seconds);
-    `result.stats.proof` / `result.stats.descent` say how far they got. Raises SpecError for bad input
+    `result.stats.proof` / `result.stats.descent` say how far they got. For pareto with a
+    time limit the proof runs first too and pmapgen's tables join its tables: a completed
+    proof makes the frontier's lowest-energy point the energy optimum (`stats.energy_end`). Raises SpecError for bad input
     and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
     NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
     """
@@ -158,6 +170,9 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     seconds: dict[str, float] = {}
     order = tuple(w.einsum_names)
     join_tables = lambda tabs, name, known: _search(tabs, w, a, objective, progress, name, known)  # noqa: E731
+    # the energy proof's joins (for pareto too: the proof finds the frontier's energy end)
+    join_energy = lambda tabs, name, known: _search(tabs, w, a, "energy", progress, name, known)  # noqa: E731
+    pareto = objective == "pareto"
     generated: dict = {}  # pmapgen's tables (time-limited or exhaustive), once run
     results: dict = {}  # what the chosen rows index: pmapgen's tables, the proof's, or both
     found = None  # the best mapping of `results` (a SearchResult)
@@ -171,7 +186,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         start = time.perf_counter()
         # the proof's tables first: their labels stay, so the proof's best still indexes them
         results = union(results, generated) if results else generated
-        known = None if found is None or found.best.empty else float(found.best["energy"].iloc[0])
+        known = None if pareto or found is None or found.best.empty else float(found.best["energy"].iloc[0])
         joined = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, "join", known)
         if known is None or (not joined.best.empty and float(joined.best["energy"].iloc[0]) < known):
             found = joined
@@ -180,9 +195,11 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     # the energy proof runs first, from no mapping: its minima's rising searches find each
     # Einsum's least energy faster than a time-limited pmapgen finds a good mapping, and when
     # it completes, that pmapgen is not needed at all (docs/mapper.md, "Step 25"). Only when
-    # it does not are pmapgen's tables built, for the join and coordinate descent
-    proof = None
-    if prove and objective == "energy" and time_limit is not None:
+    # it does not are pmapgen's tables built, for the join and coordinate descent. For pareto
+    # pmapgen's tables always join the proof's, whose rows hold the frontier's energy end
+    # (docs/mapper.md, "Step 33")
+    proof = better = None
+    if prove and objective in ("energy", "pareto") and time_limit is not None:
         def seed() -> tuple[dict, float]:  # the proof's minima join held no mapping: pmapgen's, if any
             run_pmapgen()
             return generated, math.inf if found.best.empty else float(found.best["energy"].iloc[0])
@@ -190,16 +207,26 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         start = time.perf_counter()
         proven, better, proof = prove_energy(w, a, math.inf, {}, constraints,
                                              time_limit if proof_time_limit is None else proof_time_limit,
-                                             workers, progress, join_tables, seed)
+                                             workers, progress, join_energy, seed)
         seconds["proof"] = time.perf_counter() - start - seconds.get("pmapgen", 0.0) - seconds.get("join", 0.0)
         if better is not None:  # the optimum, or the best mapping the proof's tables hold
             results, found = proven, better
     # the proof's minima showed some Einsum has no pmapping at all (`prove_energy`)
     impossible = proof is not None and math.isinf(proof.lower)
-    if not (proof is not None and proof.proven) and not generated and not impossible:
+    if pareto and generated and better is not None:
+        # the seed's pmapgen ran inside the proof: its tables join the proof's for the frontier
+        # (the proof's may already hold the seed's rows: a repeated row changes no frontier)
+        start = time.perf_counter()
+        results = union(results, generated)
+        found = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, "join")
+        seconds["join"] = seconds.get("join", 0.0) + time.perf_counter() - start
+    if (pareto or not (proof is not None and proof.proven)) and not generated and not impossible:
         run_pmapgen()
     exhaustive = bool(generated) and all(s.complete for _, _, s in generated.values())
     nothing = found is None or found.best.empty
+
+    if pareto and proof is not None and not nothing:  # the frontier's energy end bounds the optimum from above
+        proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].min())))
 
     descents: list[Descent] = []
     searched: set = set()  # (Einsum, key) pairs the descents searched
@@ -227,7 +254,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     seconds["evaluation"] = time.perf_counter() - start
 
     pmapgen_stats = {e: st for e, (_, _, st) in generated.items()}
-    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents))
+    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents), objective)
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 
 

@@ -15,7 +15,8 @@ from looptree.render import edp_text, energy_text, report_text, time_text
 def frontier_text(result: MapResult) -> str:
     """One line per frontier point (by increasing energy); * marks the lowest EDP."""
     top = result.arch.memories[0].name
-    lines = [f"Energy-latency frontier ({len(result.evaluations)} points; * = lowest EDP, reported below):",
+    end = "; point 0 is the proven energy optimum" if result.stats.energy_end else ""
+    lines = [f"Energy-latency frontier ({len(result.evaluations)} points; * = lowest EDP, reported below{end}):",
              f"  {'#':>3} {'energy':>12}{'latency':>12}{'EDP':>14}  kept on chip"]
     for k, ev in enumerate(result.evaluations):
         mark = "*" if k == result.best_index else " "
@@ -47,8 +48,13 @@ def statistics_text(stats: MapStats) -> str:
     if stats.proof is not None:
         # a descent after the proof lowered `Proof.bound` further (`ffm.map`): the proof's own
         # best is where that descent started
-        lines += proof_lines(stats.proof, stats.descent[0].before if stats.descent else None)
-    if not stats.complete:
+        lines += proof_lines(stats.proof, stats.descent[0].before if stats.descent else None,
+                             "the frontier's lowest-energy point" if stats.objective == "pareto" else "the result")
+    if not stats.complete and stats.objective == "pareto":
+        lines.append("  WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not over the "
+                     "mapspace" + ("" if not stats.energy_end else
+                                   " (its lowest-energy point is the energy optimum: the energy proof completed)"))
+    elif not stats.complete:
         lines.append("  WARNING: pmapgen was cut short; the result is the best found, not provably optimal")
     return "\n".join(lines)
 
@@ -138,11 +144,12 @@ def _least_term_text(proof: Proof) -> str:
             f"up to {energy_text(need)} (now {energy_text(have)}).")
 
 
-def proof_lines(proof: Proof, reached: float | None = None) -> list[str]:
+def proof_lines(proof: Proof, reached: float | None = None, subject: str = "the result") -> list[str]:
     """What the energy proof (ffm.budgets) established: per Einsum its minimum, the budget
     its table reached, and the partial pmappings its searches built and their seconds, for
     the minima and all raises together. `reached`: the best mapping the proof itself found,
-    when a descent after it lowered `proof.bound` further (default `proof.bound`)."""
+    when a descent after it lowered `proof.bound` further (default `proof.bound`).
+    `subject`: what `proof.bound` is the energy of, for the closing "within" line."""
     raises = proof.steps[1:]
     if proof.proven:
         head = (f"  Energy proof: complete. Each Einsum's table holds every pmapping within its budget, and the "
@@ -196,7 +203,7 @@ def proof_lines(proof: Proof, reached: float | None = None) -> list[str]:
                  f"those found before; or a join over the raised tables or a refinement's keyed rows).")
     lines = textwrap.wrap(head.strip(), 100, initial_indent="  ", subsequent_indent="    ")
     if not proof.proven and proof.lower > 0:
-        lines.append(f"    So the result is within {proof.bound / proof.lower:.2f}x of the optimum.")
+        lines.append(f"    So {subject} is within {proof.bound / proof.lower:.2f}x of the optimum.")
     lines.append(f"    {'Einsum':<14}{'minimum':>12}{'budget':>12}{'minima: rows':>18}{'s':>8}"
                  f"{'raises':>8}{'rows':>14}{'s':>8}")
     for e in dict.fromkeys(e for _, stats in proof.steps for e in stats):

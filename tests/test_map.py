@@ -107,7 +107,7 @@ def test_cli_report_and_out_overwrite_rules(specs, tmp_path, capsys):
     text = capsys.readouterr().out
     for piece in ("Energy-latency frontier (2 points", "lowest-EDP point", "Energy ", "Latency ", "EDP ",
                   "Kept on chip (fused):", "Energy by level and tensor:", "LoopTree:", "- (MAC) Y[m,b] = X[m,a] * W1[a,b]",
-                  "Mapper statistics:", "time: pmapgen"):
+                  "Mapper statistics:", "time: proof", " s, pmapgen ", "point 0 is the proven energy optimum"):
         assert piece in text, piece
     first = out.read_text()
     assert json.loads(first)["objective"] == "pareto" and len(json.loads(first)["pareto"]) == 2
@@ -263,6 +263,33 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
     assert (f"The budgeted search of {cut_short} was cut short by its time limit" in words
             if len(proof.cut_short) == 1 else
             f"The budgeted searches of {cut_short} were cut short by their time limit" in words)
+
+
+def test_pareto_with_the_energy_proof_has_the_exact_energy_end(specs, results):
+    """For pareto the energy proof runs first too and its tables join pmapgen's: with
+    pmapgen cut short before it keeps anything, the frontier's lowest-energy point is still
+    the exhaustive energy optimum, every point is a real mapping the exhaustive frontier
+    weakly dominates, and the report says which end is proven."""
+    import math
+
+    from ffm.capacity import NothingFoundInTime
+    from ffm.report import result_text
+    r = ffm.map(*specs, objective="pareto", progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf)
+    assert all(s.kept == 0 and not s.complete for s in r.stats.pmapgen.values())  # pmapgen gave nothing
+    assert r.stats.proof.proven and r.stats.energy_end and not r.stats.complete
+    optimum = results["energy"].evaluation.energy_pJ
+    assert np.isclose(min(ev.energy_pJ for ev in r.evaluations), optimum, rtol=1e-9)
+    exact = [(ev.energy_pJ, ev.latency_s) for ev in results["pareto"].evaluations]
+    for ev, (_, row) in zip(r.evaluations, r.joined.iterrows()):
+        assert ev.valid and np.isclose(ev.energy_pJ, row["energy"], rtol=1e-9)
+        assert np.isclose(ev.latency_s, row["latency"], rtol=1e-9)
+        assert any(e <= ev.energy_pJ * (1 + 1e-9) and t <= ev.latency_s * (1 + 1e-9) for e, t in exact)
+    text = " ".join(result_text(r).split())
+    assert "point 0 is the proven energy optimum" in text and "Energy proof: complete" in text
+    assert ("WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not over the mapspace "
+            "(its lowest-energy point is the energy optimum: the energy proof completed)") in text
+    with pytest.raises(NothingFoundInTime):  # the proof's tables are what held the frontier
+        ffm.map(*specs, objective="pareto", progress=False, workers=1, time_limit=1e-9, prove=False)
 
 
 def test_cli_no_descent_skips_the_coordinate_descent(capsys):
