@@ -169,10 +169,12 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     w, a, wref, aref = _load(workload, arch, variables)
     seconds: dict[str, float] = {}
     order = tuple(w.einsum_names)
-    join_tables = lambda tabs, name, known: _search(tabs, w, a, objective, progress, name, known)  # noqa: E731
-    # the energy proof's joins (for pareto too: the proof finds the frontier's energy end)
-    join_energy = lambda tabs, name, known: _search(tabs, w, a, "energy", progress, name, known)  # noqa: E731
     pareto = objective == "pareto"
+    # pareto with a time limit runs the energy objective's flow (the proof, pmapgen, the
+    # descent) for the frontier's energy end, then one pareto join of every table it found
+    # (pmapgen's pruned on energy and latency): docs/mapper.md, "Time limit"
+    flow = "energy" if pareto and time_limit is not None else objective
+    join_tables = lambda tabs, name, known: _search(tabs, w, a, flow, progress, name, known)  # noqa: E731
     generated: dict = {}  # pmapgen's tables (time-limited or exhaustive), once run
     results: dict = {}  # what the chosen rows index: pmapgen's tables, the proof's, or both
     found = None  # the best mapping of `results` (a SearchResult)
@@ -186,8 +188,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         start = time.perf_counter()
         # the proof's tables first: their labels stay, so the proof's best still indexes them
         results = union(results, generated) if results else generated
-        known = None if pareto or found is None or found.best.empty else float(found.best["energy"].iloc[0])
-        joined = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, "join", known)
+        known = None if found is None or found.best.empty else float(found.best["energy"].iloc[0])
+        joined = join_tables({e: t for e, (t, _, _) in results.items()}, "join", known)
         if known is None or (not joined.best.empty and float(joined.best["energy"].iloc[0]) < known):
             found = joined
         seconds["join"] = time.perf_counter() - start
@@ -196,10 +198,9 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     # Einsum's least energy faster than a time-limited pmapgen finds a good mapping, and when
     # it completes, that pmapgen is not needed at all (docs/mapper.md, "Step 25"). Only when
     # it does not are pmapgen's tables built, for the join and coordinate descent. For pareto
-    # pmapgen's tables always join the proof's, whose rows hold the frontier's energy end
-    # (docs/mapper.md, "Step 33")
-    proof = better = None
-    if prove and objective in ("energy", "pareto") and time_limit is not None:
+    # they are always built, for the frontier's other points
+    proof = None
+    if prove and flow == "energy" and time_limit is not None:
         def seed() -> tuple[dict, float]:  # the proof's minima join held no mapping: pmapgen's, if any
             run_pmapgen()
             return generated, math.inf if found.best.empty else float(found.best["energy"].iloc[0])
@@ -207,30 +208,22 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         start = time.perf_counter()
         proven, better, proof = prove_energy(w, a, math.inf, {}, constraints,
                                              time_limit if proof_time_limit is None else proof_time_limit,
-                                             workers, progress, join_energy, seed)
+                                             workers, progress, join_tables, seed)
         seconds["proof"] = time.perf_counter() - start - seconds.get("pmapgen", 0.0) - seconds.get("join", 0.0)
         if better is not None:  # the optimum, or the best mapping the proof's tables hold
             results, found = proven, better
+            if pareto and generated:  # the seed's pmapgen ran in the proof: the frontier needs its rows
+                results = union(results, generated)  # (perhaps again: a repeated row changes no frontier)
     # the proof's minima showed some Einsum has no pmapping at all (`prove_energy`)
     impossible = proof is not None and math.isinf(proof.lower)
-    if pareto and generated and better is not None:
-        # the seed's pmapgen ran inside the proof: its tables join the proof's for the frontier
-        # (the proof's may already hold the seed's rows: a repeated row changes no frontier)
-        start = time.perf_counter()
-        results = union(results, generated)
-        found = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, "join")
-        seconds["join"] = seconds.get("join", 0.0) + time.perf_counter() - start
     if (pareto or not (proof is not None and proof.proven)) and not generated and not impossible:
         run_pmapgen()
     exhaustive = bool(generated) and all(s.complete for _, _, s in generated.values())
     nothing = found is None or found.best.empty
 
-    if pareto and proof is not None and not nothing:  # the frontier's energy end bounds the optimum from above
-        proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].min())))
-
     descents: list[Descent] = []
     searched: set = set()  # (Einsum, key) pairs the descents searched
-    if descent and objective == "energy" and not exhaustive and not nothing \
+    if descent and flow == "energy" and not exhaustive and not nothing \
             and not (proof is not None and proof.proven):
         start = time.perf_counter()
         results, found, d = descend(w, a, results, found, join_tables, constraints, time_limit, workers, progress,
@@ -239,6 +232,13 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         seconds["descent"] = time.perf_counter() - start
         if proof is not None:  # the best known mapping bounds the optimum from above
             proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].iloc[0])))
+
+    if flow != objective and not nothing:  # pareto: the frontier of every table found
+        start = time.perf_counter()
+        found = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, "join (pareto)")
+        seconds["join"] = seconds.get("join", 0.0) + time.perf_counter() - start
+        if proof is not None:  # the frontier's energy end bounds the energy optimum from above
+            proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].min())))
 
     if nothing and not exhaustive and not impossible:
         raise NothingFoundInTime(w.name, a, time_limit)

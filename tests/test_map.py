@@ -292,6 +292,28 @@ def test_pareto_with_the_energy_proof_has_the_exact_energy_end(specs, results):
         ffm.map(*specs, objective="pareto", progress=False, workers=1, time_limit=1e-9, prove=False)
 
 
+def test_pareto_with_the_proof_cut_short_takes_the_descents_energy_end():
+    """A time-limited pareto run whose proof does not complete runs the energy flow's
+    coordinate descent too: the frontier's lowest-energy point is the descent's mapping,
+    and the report bounds how far it can be from the energy optimum."""
+    from ffm.report import result_text
+    variables = {"length": 2, "M": 64, "big": 128, "small": 32}
+    cut = ffm.map("matmul_chain", "simple", objective="pareto", variables=variables, progress=False, workers=1,
+                  time_limit=0.05, proof_time_limit=0.0)
+    proof = cut.stats.proof
+    assert not proof.proven and not cut.stats.energy_end and not cut.stats.complete
+    assert cut.stats.pmapgen and not cut.stats.exhaustive  # (as in the energy test above, 0.05 s cuts it short)
+    least = min(ev.energy_pJ for ev in cut.evaluations)
+    assert np.isclose(least, cut.stats.descent[0].after, rtol=1e-9) and np.isclose(proof.bound, least, rtol=1e-9)
+    energy = ffm.map("matmul_chain", "simple", variables=variables, progress=False, workers=1)
+    assert 0 < proof.lower <= energy.evaluation.energy_pJ * (1 + 1e-9) <= least * (1 + 1e-9)
+    words = " ".join(result_text(cut).split())
+    assert f"So the frontier's lowest-energy point is within {proof.bound / proof.lower:.2f}x of the optimum" in words
+    assert "point 0 is the proven energy optimum" not in words
+    assert "WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not over the mapspace" \
+        in words and "energy proof completed" not in words
+
+
 def test_cli_no_descent_skips_the_coordinate_descent(capsys):
     """A time-limited energy run reports its coordinate descent; --no-descent skips it."""
     from ffm.map import main
