@@ -43,7 +43,7 @@ class MapStats:
     pmapgen: dict[str, Stats]
     join_steps: tuple[tuple[str, int], ...]
     seconds: dict[str, float]
-    proof: Proof | None = None  # the energy proof, run first with a time limit for energy and pareto (ffm.budgets)
+    proof: Proof | None = None  # the energy proof, run first with a time limit but for latency (ffm.budgets)
     descent: tuple[Descent, ...] = ()  # coordinate descent after the join, or the proof if it ran (ffm.descent)
     objective: str = "energy"  # what the result is optimal for: a proof completes only the energy objective
 
@@ -57,8 +57,9 @@ class MapStats:
     def complete(self) -> bool:
         """Whether the result is provably optimal: pmapgen was exhaustive, or it was cut short
         and the energy proof completed (its tables gave the result). A pareto frontier needs
-        pmapgen exhaustive: the proof makes only its lowest-energy point exact (`energy_end`)."""
-        if self.objective == "pareto":
+        pmapgen exhaustive: the proof makes only its lowest-energy point exact (`energy_end`),
+        and it proves nothing of EDP."""
+        if self.objective != "energy":
             return self.exhaustive
         return self.exhaustive or (self.proof is not None and self.proof.proven)
 
@@ -157,7 +158,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     compatibility group (`descent`, `ffm.descent`: searches of `time_limit` seconds);
     `result.stats.proof` / `result.stats.descent` say how far they got. For pareto with a
     time limit the proof runs first too and pmapgen's tables join its tables: a completed
-    proof makes the frontier's lowest-energy point the energy optimum (`stats.energy_end`). Raises SpecError for bad input
+    proof makes the frontier's lowest-energy point the energy optimum (`stats.energy_end`);
+    EDP runs the same flow, then its own join of every table found. Raises SpecError for bad input
     and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
     NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
     """
@@ -169,11 +171,10 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     w, a, wref, aref = _load(workload, arch, variables)
     seconds: dict[str, float] = {}
     order = tuple(w.einsum_names)
-    pareto = objective == "pareto"
-    # pareto with a time limit runs the energy objective's flow (the proof, pmapgen, the
-    # descent) for the frontier's energy end, then one pareto join of every table it found
-    # (pmapgen's pruned on energy and latency): docs/mapper.md, "Time limit"
-    flow = "energy" if pareto and time_limit is not None else objective
+    # pareto and EDP with a time limit run the energy objective's flow (the proof, pmapgen,
+    # the descent) for the frontier's energy end, then one join for the objective of every
+    # table it found (pmapgen's pruned on energy and latency): docs/mapper.md, "Time limit"
+    flow = "energy" if objective in ("pareto", "edp") and time_limit is not None else objective
     join_tables = lambda tabs, name, known: _search(tabs, w, a, flow, progress, name, known)  # noqa: E731
     generated: dict = {}  # pmapgen's tables (time-limited or exhaustive), once run
     results: dict = {}  # what the chosen rows index: pmapgen's tables, the proof's, or both
@@ -198,7 +199,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     # Einsum's least energy faster than a time-limited pmapgen finds a good mapping, and when
     # it completes, that pmapgen is not needed at all (docs/mapper.md, "Step 25"). Only when
     # it does not are pmapgen's tables built, for the join and coordinate descent. For pareto
-    # they are always built, for the frontier's other points
+    # and EDP they are always built, for the points of lower latency
     proof = None
     if prove and flow == "energy" and time_limit is not None:
         def seed() -> tuple[dict, float]:  # the proof's minima join held no mapping: pmapgen's, if any
@@ -212,11 +213,11 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         seconds["proof"] = time.perf_counter() - start - seconds.get("pmapgen", 0.0) - seconds.get("join", 0.0)
         if better is not None:  # the optimum, or the best mapping the proof's tables hold
             results, found = proven, better
-            if pareto and generated:  # the seed's pmapgen ran in the proof: the frontier needs its rows
-                results = union(results, generated)  # (perhaps again: a repeated row changes no frontier)
+            if flow != objective and generated:  # the seed's pmapgen ran in the proof: keep its rows
+                results = union(results, generated)  # (perhaps again: a repeated row changes no optimum)
     # the proof's minima showed some Einsum has no pmapping at all (`prove_energy`)
     impossible = proof is not None and math.isinf(proof.lower)
-    if (pareto or not (proof is not None and proof.proven)) and not generated and not impossible:
+    if (flow != objective or not (proof is not None and proof.proven)) and not generated and not impossible:
         run_pmapgen()
     exhaustive = bool(generated) and all(s.complete for _, _, s in generated.values())
     nothing = found is None or found.best.empty
@@ -233,11 +234,11 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         if proof is not None:  # the best known mapping bounds the optimum from above
             proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].iloc[0])))
 
-    if flow != objective and not nothing:  # pareto: the frontier of every table found
+    if flow != objective and not nothing:  # pareto or EDP over every table found
         start = time.perf_counter()
-        found = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, "join (pareto)")
+        found = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, f"join ({objective})")
         seconds["join"] = seconds.get("join", 0.0) + time.perf_counter() - start
-        if proof is not None:  # the frontier's energy end bounds the energy optimum from above
+        if proof is not None:  # a mapping's energy bounds the energy optimum from above
             proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].min())))
 
     if nothing and not exhaustive and not impossible:

@@ -49,7 +49,8 @@ def statistics_text(stats: MapStats) -> str:
         # a descent after the proof lowered `Proof.bound` further (`ffm.map`): the proof's own
         # best is where that descent started
         lines += proof_lines(stats.proof, stats.descent[0].before if stats.descent else None,
-                             "the frontier's lowest-energy point" if stats.objective == "pareto" else "the result")
+                             {"pareto": "the frontier's lowest-energy point",
+                              "edp": "the least energy found"}.get(stats.objective, "the result"))
     if not stats.complete and stats.objective == "pareto":
         lines.append("  WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not over the "
                      "mapspace" + ("" if not stats.energy_end else

@@ -290,6 +290,12 @@ def test_pareto_with_the_energy_proof_has_the_exact_energy_end(specs, results):
             "(its lowest-energy point is the energy optimum: the energy proof completed)") in text
     with pytest.raises(NothingFoundInTime):  # the proof's tables are what held the frontier
         ffm.map(*specs, objective="pareto", progress=False, workers=1, time_limit=1e-9, prove=False)
+    # EDP runs the same flow and joins the same tables: the frontier's lowest-EDP point; the
+    # proof proves nothing of EDP
+    edp = ffm.map(*specs, objective="edp", progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf)
+    assert np.isclose(edp.evaluation.edp, r.evaluation.edp, rtol=1e-9) and edp.evaluation.valid
+    assert edp.stats.proof.proven and not edp.stats.complete
+    assert "mm2 on fan2: best found (not provably optimal) for edp" in result_text(edp)
 
 
 def test_pareto_with_the_proof_cut_short_takes_the_descents_energy_end():
@@ -312,6 +318,11 @@ def test_pareto_with_the_proof_cut_short_takes_the_descents_energy_end():
     assert "point 0 is the proven energy optimum" not in words
     assert "WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not over the mapspace" \
         in words and "energy proof completed" not in words
+    edp = ffm.map("matmul_chain", "simple", objective="edp", variables=variables, progress=False, workers=1,
+                  time_limit=0.05, proof_time_limit=0.0)
+    assert edp.stats.descent and not edp.stats.complete  # (the EDP join ran over the descent's tables too)
+    words = " ".join(result_text(edp).split())
+    assert f"So the least energy found is within {edp.stats.proof.bound / edp.stats.proof.lower:.2f}x" in words
 
 
 def test_cli_no_descent_skips_the_coordinate_descent(capsys):
