@@ -52,9 +52,11 @@ def statistics_text(stats: MapStats) -> str:
                              {"pareto": "the frontier's lowest-energy point",
                               "edp": "the least energy found"}.get(stats.objective, "the result"))
     if not stats.complete and stats.objective == "pareto":
-        lines.append("  WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not over the "
-                     "mapspace" + ("" if not stats.energy_end else
-                                   " (its lowest-energy point is the energy optimum: the energy proof completed)"))
+        lines += textwrap.wrap("WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not "
+                               "over the mapspace" + ("" if not stats.energy_end else
+                                                      " (its lowest-energy point is the energy optimum: the energy "
+                                                      "proof completed)"),
+                               100, initial_indent="  ", subsequent_indent="    ")
     elif not stats.complete:
         lines.append("  WARNING: pmapgen was cut short; the result is the best found, not provably optimal")
     return "\n".join(lines)
