@@ -27,6 +27,7 @@ two versions on the same term: docs/mapper.md, "Step 9".
 from __future__ import annotations
 
 import argparse
+import math
 import pickle
 import sys
 import time
@@ -116,6 +117,14 @@ def timed_phases() -> list[tuple[str, str, float, float]]:
     return log
 
 
+def _at_least(known: float | None, captured: float) -> float | None:
+    """The join's `known`: a mapping the tables hold, at least the captured U's energy
+    (none when the proof starts from nothing: U inf, as `ffm.map` runs it since Step 25)."""
+    if known is None or math.isinf(captured):
+        return known
+    return max(known, captured)
+
+
 def prove(path: Path, bound: float | None = None, phases: bool = False) -> None:
     """The captured proof run again from what it started from (the same U and tables), as
     `ffm.map` runs it: policies of `ffm.budgets` compared on one start.
@@ -128,7 +137,7 @@ def prove(path: Path, bound: float | None = None, phases: bool = False) -> None:
     bound = captured if bound is None else bound
     # `known` is the energy of a mapping the tables hold: the captured U's, not a what-if's
     join_tables = lambda tabs, name, known: search(tabs, workload, arch, "energy",  # noqa: E731
-                                                   known=max(known, captured))
+                                                   known=_at_least(known, captured))
 
     print(f"captured proof: U {bound:.6g} pJ, {time_limit} s per Einsum")
     log = timed_phases() if phases else None
