@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
+import numba
 import numpy as np
 
 from arch.model import Arch
@@ -710,8 +711,7 @@ class _Search:
         out["sid"] = self._appended(out["sid"], tuple(events))
         self._store(out, above)
         shape = (n,)
-        out = {c: v if type(v) is np.ndarray and v.shape == shape else np.broadcast_to(v, shape).copy()
-               for c, v in out.items()}
+        out = {c: v if type(v) is np.ndarray and v.shape == shape else np.full(shape, v) for c, v in out.items()}
         pending = self._open(prefix)
         self._close_fills(out, prefix)
         lt = {t: (min(lifetimes.get(t, 0), depth_f) if depth_f is not None else lifetimes.get(t, 0))
@@ -729,7 +729,10 @@ class _Search:
         n_runs, levels = plan
         ok = np.ones((n_runs, len(cols["row"])), dtype=bool)
         for lv, capacity, runs, tensors, factors in levels:
-            size = factors @ np.stack([np.broadcast_to(tiles.values(t), ok.shape[1]) for t in tensors])
+            values = np.empty((len(tensors), ok.shape[1]), dtype=np.int64)
+            for i, t in enumerate(tensors):
+                values[i] = tiles.values(t)
+            size = factors @ values
             ok[runs] &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
         return ok
 
@@ -946,12 +949,26 @@ def _divisor_choices(extent: np.ndarray, size: int, allowed) -> tuple[np.ndarray
     """(row index, bound) for every bound >= 2 dividing each row's extent (a divisor of
     the rank's `size`), with the tile extent / bound in `allowed`, if given: looked up in
     the rank's `_divisor_table`, rows in order and each row's bounds in `_bounds` order."""
-    divisors, counts, starts, flat = _divisor_table(size, tuple(sorted(allowed)) if allowed else None)
+    return _choices(extent, *_divisor_table(size, tuple(sorted(allowed)) if allowed else None))
+
+
+@numba.njit(cache=True)
+def _choices(extent, divisors, counts, starts, flat):
+    """`_divisor_choices` on its rank's table: one pass to count, one to fill."""
     at = np.searchsorted(divisors, extent)
-    reps = counts[at]
-    rows = np.repeat(np.arange(len(extent)), reps)
-    offset = np.arange(len(rows)) - np.repeat(np.cumsum(reps) - reps, reps)
-    return rows, flat[np.repeat(starts[at], reps) + offset]
+    total = 0
+    for i in range(extent.shape[0]):
+        total += counts[at[i]]
+    rows = np.empty(total, dtype=np.int64)
+    bounds = np.empty(total, dtype=np.int64)
+    k = 0
+    for i in range(extent.shape[0]):
+        s = starts[at[i]]
+        for j in range(counts[at[i]]):
+            rows[k] = i
+            bounds[k] = flat[s + j]
+            k += 1
+    return rows, bounds
 
 
 @lru_cache(maxsize=None)
