@@ -147,7 +147,18 @@ class Prefix:
         assert changes.keys() <= self.__dataclass_fields__.keys(), changes.keys()
         new = object.__new__(Prefix)
         new.__dict__.update(self.__dict__, **changes)
+        new.__dict__.pop("_hash", None)
         return new
+
+    def __hash__(self) -> int:
+        # computed once: a prefix is looked up many times (floor plans, loop steps, moves, merge keys)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(tuple(self.__dict__[name] for name in self.__dataclass_fields__))
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (hashes are per process)
 
     @property
     def fused(self) -> bool:
