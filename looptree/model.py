@@ -8,7 +8,7 @@ loops, pmapgen templates only generate bounds >= 2).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import reduce
 from typing import Any, Iterable, Mapping as MappingT
 
@@ -116,6 +116,13 @@ class Above:
     depth: int  # loops above
     lifetime: MappingT[str, int]  # tensor -> loops down to its last indexing temporal loop
 
+    def but(self, **changes: Any) -> "Above":
+        """`dataclasses.replace` without its per-field work (the prefix search takes
+        tens of thousands of steps per search)."""
+        new = object.__new__(Above)
+        new.__dict__.update(self.__dict__, **changes)
+        return new
+
 
 def start(einsum: Einsum, workload: Workload) -> Above:
     """The point above every loop of a pmapping of `einsum`."""
@@ -132,14 +139,14 @@ def after_loop(above: Above, einsum: Einsum, rank: str, bound: Any, dim: FanoutD
     if dim is None:
         time = above.time * bound
         indexed = [t for t in einsum.tensors if einsum.indexes(rank, t)]
-        return replace(above, extents=extents, temporal={**above.temporal, rank: above.temporal[rank] * bound},
+        return above.but(extents=extents, temporal={**above.temporal, rank: above.temporal[rank] * bound},
                        time=time, fills={**above.fills, **{t: time for t in indexed}}, depth=above.depth + 1,
                        lifetime={**above.lifetime, **{t: above.depth + 1 for t in indexed}})
     between = dict(above.between)
     for t in einsum.tensors:
         if _spreads(einsum, t, rank, dim):
             between[t] = between[t] * bound
-    return replace(above, extents=extents, instances=above.instances * bound, between=between,
+    return above.but(extents=extents, instances=above.instances * bound, between=between,
                    depth=above.depth + 1)
 
 
@@ -153,7 +160,7 @@ def _spreads(einsum: Einsum, tensor: str, rank: str, dim: FanoutDim) -> bool:
 
 def after_storage(above: Above, tensor: str) -> Above:
     """The point below a storage node of `tensor`: its spatial factor starts again."""
-    return replace(above, between={**above.between, tensor: 1})
+    return above.but(between={**above.between, tensor: 1})
 
 
 def storage_tile(above: Above, einsum: Einsum, tensor: str) -> tuple[Any, Any, Any]:
