@@ -191,6 +191,7 @@ class _Search:
         self._fanouts: dict = {}  # spatial dim -> `_fanout`
         self._tile_checks: dict = {}  # structure id -> `pmapgen.fixed_key.tile_checks` (a keyed search's)
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
+        self._opens: dict = {}  # Prefix -> `_open`
         self._steps: dict = {}  # (loop Move, `_open` of the prefix it leads to) -> `pmapgen.bounds.loop_step`
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
@@ -746,7 +747,10 @@ class _Search:
 
     def _open(self, prefix: Prefix) -> frozenset[str]:
         """Tensors that may still get a storage node (their fills and lifetimes matter)."""
-        return storage_state(self.sp, prefix).open
+        out = self._opens.get(prefix)  # (a prefix's hash is kept: cheaper than the space's memo key)
+        if out is None:
+            out = self._opens[prefix] = storage_state(self.sp, prefix).open
+        return out
 
     def _key(self, prefix: Prefix, sids: np.ndarray, depth_f: int | None, lifetimes: dict) -> Key:
         """The merge key of rows with structure ids `sids` (all of one multiset of fused
