@@ -879,11 +879,11 @@ class _Search:
 def _rows(cols: dict, index: np.ndarray) -> dict:
     """The columns at `index` (positions or a mask); a column held as one value (`_compact`)
     stays one value, broadcast, instead of being copied out row by row."""
-    out, n = {}, None
+    if index.dtype == np.bool_:
+        index = np.flatnonzero(index)  # once: a mask is scanned again by every column it indexes
+    out, n = {}, len(index)
     for c, v in cols.items():
         if v.ndim == 1 and len(v) and not v.strides[0]:
-            if n is None:
-                n = int(np.count_nonzero(index)) if index.dtype == np.bool_ else len(index)
             out[c] = v[:n] if n <= len(v) else np.broadcast_to(v[:1], (n,))  # (a slice keeps the zero stride)
         else:
             out[c] = v[index]
