@@ -21,7 +21,7 @@ from workloads.model import Einsum, Workload
 
 
 def _prod(xs: Iterable[Any]) -> Any:
-    return reduce(lambda a, b: a * b, xs, 1)
+    return math.prod(xs)  # (ints, numpy arrays and sympy symbols alike)
 
 
 def _div(a: Any, b: Any) -> Any:
