@@ -321,6 +321,39 @@ def test_a_waiting_part_holds_a_constant_column_once_with_the_same_values():
         out["a"][0] = 1.0
 
 
+@settings(max_examples=50, **SETTINGS)
+@given(st.sampled_from([12, 64, 96, 2048, 3 * 5 * 7]), st.data())
+def test_divisor_choices_are_each_row_s_bounds_in_order(size, data):
+    """`_divisor_choices` (compiled): per row, every loop bound >= 2 dividing its extent with
+    the tile in `allowed`, rows in order and each row's bounds in `_bounds` order."""
+    divisors = [d for d in range(1, size + 1) if size % d == 0]
+    extent = np.array(data.draw(st.lists(st.sampled_from(divisors), max_size=8)), dtype=np.int64)
+    allowed = data.draw(st.none() | st.frozensets(st.sampled_from(divisors), min_size=1))
+    rows, bounds = prefixes._divisor_choices(extent, size, allowed)
+    expected = [(i, x // t) for i, x in enumerate(extent.tolist()) for t in reversed(divisors)
+                if t < x and x % t == 0 and (not allowed or t in allowed)]
+    assert list(zip(rows.tolist(), bounds.tolist())) == expected
+    assert rows.dtype == bounds.dtype == np.int64
+
+
+def test_a_prefix_s_kept_hash_is_dropped_by_but_and_by_pickling():
+    """`Prefix` keeps its hash once computed: `but` must not copy it to a changed prefix,
+    and a pickled prefix must not carry it into another process (string hashes differ)."""
+    import pickle
+    from pmapgen.templates import roots, space
+    w = workloads.load("matmul_chain", length=2, M=8, big=16, small=8)
+    a = arch_specs.load("simple")
+    e = w.einsums[0]
+    sp = space(e, w, a.computes_for(e)[0].name, a, Constraints())
+    prefix, _ = next(iter(roots(sp, w)))
+    h = hash(prefix)
+    other = prefix.but(depth=prefix.depth + 1)
+    assert other != prefix and "_hash" not in other.__dict__
+    assert prefix.but(depth=prefix.depth) == prefix and hash(prefix.but(depth=prefix.depth)) == h
+    again = pickle.loads(pickle.dumps(prefix))
+    assert "_hash" not in again.__dict__ and again == prefix and hash(again) == h
+
+
 def built_children_floors(search, key, move, prefix, cols, rows, bounds) -> np.ndarray:
     """The energy floor of each child of a loop move, built in full by `after_loop` on
     columns (with the fills of the tensors the child can place no more node of zeroed)."""
