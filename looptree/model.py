@@ -140,14 +140,13 @@ def after_loop(above: Above, einsum: Einsum, rank: str, bound: Any, dim: FanoutD
         time = above.time * bound
         indexed = [t for t in einsum.tensors if einsum.indexes(rank, t)]
         return above.but(extents=extents, temporal={**above.temporal, rank: above.temporal[rank] * bound},
-                       time=time, fills={**above.fills, **{t: time for t in indexed}}, depth=above.depth + 1,
-                       lifetime={**above.lifetime, **{t: above.depth + 1 for t in indexed}})
+                         time=time, fills={**above.fills, **{t: time for t in indexed}}, depth=above.depth + 1,
+                         lifetime={**above.lifetime, **{t: above.depth + 1 for t in indexed}})
     between = dict(above.between)
     for t in einsum.tensors:
         if _spreads(einsum, t, rank, dim):
             between[t] = between[t] * bound
-    return above.but(extents=extents, instances=above.instances * bound, between=between,
-                   depth=above.depth + 1)
+    return above.but(extents=extents, instances=above.instances * bound, between=between, depth=above.depth + 1)
 
 
 def _spreads(einsum: Einsum, tensor: str, rank: str, dim: FanoutDim) -> bool:

@@ -730,9 +730,10 @@ class _Search:
         n_runs, levels = plan
         ok = np.ones((n_runs, len(cols["row"])), dtype=bool)
         for lv, capacity, runs, tensors, factors in levels:
-            values = np.empty((len(tensors), ok.shape[1]), dtype=np.int64)
-            for i, t in enumerate(tensors):
-                values[i] = tiles.values(t)
+            each = [tiles.values(t) for t in tensors]
+            values = np.empty((len(tensors), ok.shape[1]), dtype=np.result_type(*each))
+            for i, v in enumerate(each):
+                values[i] = v  # (a value broadcast to every row)
             size = factors @ values
             ok[runs] &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
         return ok
