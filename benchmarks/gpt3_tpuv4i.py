@@ -2,6 +2,7 @@
 batch 64 / 4096 tokens, for the energy objective and the full energy-latency frontier.
 
     python benchmarks/gpt3_tpuv4i.py [--time-limit 60] [--proof-time 30] [--objectives energy pareto] [--shapes 0 1]
+        [--contend N]
 
 Prints wall seconds (pmapgen, join, coordinate descent, energy proof, total), the process's peak memory,
 energy, latency, what is fused, whether the result is the proven optimum (pmapgen
@@ -11,10 +12,17 @@ ends: its least energy (the proven optimum when the energy proof, which runs fir
 pareto too, completed) and its least latency. EDP runs the same flow and says how
 far the least energy it found is from the energy optimum. Target on a 2-core machine: the exact energy optimum at batch 1 / 2048 in under
 60 s and 2 GiB, end to end.
+
+`--contend N` runs each measurement beside N processes that do nothing but spin, each
+taking a core's worth of CPU from it: a loaded machine, made on purpose and the same every
+time, so the margin left under the target is measured instead of waited for (this
+machine's slow hours come and go; docs/mapper.md, "Step 35").
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import multiprocessing
 import resource
 import time
 
@@ -33,6 +41,25 @@ def peak_mib() -> float:
     return max(own, children) / 1024
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def contending(n: int):
+    """`n` processes spinning on the CPU while the block runs (`--contend`)."""
+    spinners = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(n)]
+    for p in spinners:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.terminate()
+            p.join()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=60.0, help="pmapgen seconds per Einsum (0: exhaustive)")
@@ -41,18 +68,23 @@ def main() -> None:
     parser.add_argument("--objectives", nargs="*", default=["energy", "pareto"])
     parser.add_argument("--shapes", nargs="*", type=int, default=[0, 1],
                         help="which shapes: 0 = batch 1 / 2048, 1 = batch 64 / 4096")
+    parser.add_argument("--contend", type=int, default=0, metavar="N",
+                        help="run beside N processes spinning on the CPU (a loaded machine)")
     args = parser.parse_args()
+    if args.contend:
+        print(f"each run beside {args.contend} process(es) spinning on the CPU")
     mmap_threshold(MAIN_THRESHOLD)  # as python -m ffm.map does
     print(f"{'shape':<28}{'objective':<10}{'pmapgen s':>10}{'join s':>8}{'descent s':>10}{'proof s':>8}{'total s':>9}"
           f"{'peak MiB':>10}"
           f"{'energy J':>11}{'latency s':>11}  fused / pmapgen")
     for label, variables in (SHAPES[k] for k in args.shapes):
         for objective in args.objectives:
-            start = time.perf_counter()
-            r = ffm.map("gpt3", "tpuv4i", objective=objective, variables=variables, progress=False,
-                        time_limit=args.time_limit or None, prove=args.proof_time > 0,
-                        proof_time_limit=args.proof_time)
-            wall = time.perf_counter() - start
+            with contending(args.contend):
+                start = time.perf_counter()
+                r = ffm.map("gpt3", "tpuv4i", objective=objective, variables=variables, progress=False,
+                            time_limit=args.time_limit or None, prove=args.proof_time > 0,
+                            proof_time_limit=args.proof_time)
+                wall = time.perf_counter() - start
             ev = r.evaluation
             proof = r.stats.proof
             status = ("exhaustive (optimal)" if r.stats.exhaustive else "proven optimal (energy proof)"
