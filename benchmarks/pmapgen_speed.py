@@ -12,6 +12,9 @@ within F x E (`pmapgen.bounds`; the table then holds the frontier under that bud
 `--rising` makes F x E a ceiling: budgets rise from the Einsum's energy floor by 10% until
 one keeps a pmapping (`generate_by_rising_budgets`); the status then gives the minimum
 found (or the lower bound proven when the time limit stops it) and the final budget.
+`--rising` alone (no `--budget-factor`) rises with no ceiling, as the energy proof's
+first step does, and skips the enumeration: each Einsum's exact minimum in seconds,
+`--prefixes --rising --objectives energy --shapes 0`.
 `--budget-mj B` gives the prefix search a fixed budget of B mJ instead (no enumeration
 first): e.g. the energy proof's raises, whose memory is the partial rows waiting at once,
 `--prefixes --budget-mj 3.33 --objectives energy --shapes 0 --einsums QK --time-limit 45`
@@ -25,6 +28,7 @@ here every Einsum is timed on its own.
 from __future__ import annotations
 
 import argparse
+import math
 import resource
 import time
 
@@ -49,7 +53,8 @@ def main() -> None:
                         help="which shapes: 0 batch 1 / 2048, 1 batch 64 / 4096 (default both)")
     parser.add_argument("--prefixes", action="store_true", help="run the exact prefix search")
     parser.add_argument("--budget-factor", type=float, help="with --prefixes: energy budget, times the enumeration's best")
-    parser.add_argument("--rising", action="store_true", help="with --budget-factor: budgets rise from the floor")
+    parser.add_argument("--rising", action="store_true",
+                        help="with --prefixes: budgets rise from the floor (to --budget-factor's ceiling, if given)")
     parser.add_argument("--budget-mj", type=float, help="with --prefixes: a fixed energy budget in mJ")
     parser.add_argument("--objectives", default="energy,latency", help="comma-separated (default energy,latency)")
     args = parser.parse_args()
@@ -71,6 +76,8 @@ def main() -> None:
                 if len(table):  # (nothing found: no budget)
                     budget = args.budget_factor * float(table["energy"].min())
                     note = f"budget {budget / 1e9:.4g} mJ"
+            if args.prefixes and args.rising and args.budget_factor is None:
+                budget = math.inf  # (no ceiling: the rising ends at the first budget that keeps a pmapping)
             if args.prefixes and args.rising and budget is not None:
                 table, _, st = generate_by_rising_budgets(e, w, a, budget, objectives=objectives,
                                                           time_limit=args.time_limit)
