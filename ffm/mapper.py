@@ -19,7 +19,8 @@ from ffm.budgets import Proof, prove_energy
 from ffm.capacity import NoValidMapping, NothingFoundInTime, needed_capacities
 from ffm.descent import Descent, descend
 from ffm.join import join
-from ffm.search import OBJECTIVES, criteria, full_mapping, search
+from ffm.latency_bound import latency_lower_bound
+from ffm.search import BOUND_RTOL, OBJECTIVES, criteria, full_mapping, search
 from looptree.evaluation import Evaluation, evaluate
 from looptree.mapping_io import export
 from looptree.nodes import Mapping
@@ -46,6 +47,11 @@ class MapStats:
     proof: Proof | None = None  # the energy proof, run first with a time limit but for latency (ffm.budgets)
     descent: tuple[Descent, ...] = ()  # coordinate descent after the join, or the proof if it ran (ffm.descent)
     objective: str = "energy"  # what the result is optimal for: a proof completes only the energy objective
+    # latency, edp and pareto: seconds every mapping takes at least (`ffm.latency_bound`), and
+    # whether the result meets its objective's lower bound, so that none is better: latency
+    # that one; EDP the energy proof's bound times it; pareto, the frontier's least latency it
+    latency_lower: float | None = None
+    bound_reached: bool = False
 
     @property
     def exhaustive(self) -> bool:
@@ -56,9 +62,12 @@ class MapStats:
     @property
     def complete(self) -> bool:
         """Whether the result is provably optimal: pmapgen was exhaustive, or it was cut short
-        and the energy proof completed (its tables gave the result). A pareto frontier needs
+        and the energy proof completed (its tables gave the result); for latency and EDP, also
+        when the result meets its lower bound (`bound_reached`). A pareto frontier needs
         pmapgen exhaustive: the proof makes only its lowest-energy point exact (`energy_end`),
-        and it proves nothing of EDP."""
+        the latency bound at most its least-latency point."""
+        if self.objective in ("latency", "edp"):
+            return self.exhaustive or self.bound_reached
         if self.objective != "energy":
             return self.exhaustive
         return self.exhaustive or (self.proof is not None and self.proof.proven)
@@ -255,7 +264,12 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     seconds["evaluation"] = time.perf_counter() - start
 
     pmapgen_stats = {e: st for e, (_, _, st) in generated.items()}
-    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents), objective)
+    lower = None if objective == "energy" else latency_lower_bound(w, a)
+    if objective == "edp":  # (the energy proof ran first: its bound on the energy, times the latency's)
+        reached = proof is not None and evaluations[0].edp <= proof.lower * lower * (1 + BOUND_RTOL)
+    else:
+        reached = lower is not None and min(ev.latency_s for ev in evaluations) <= lower * (1 + BOUND_RTOL)
+    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents), objective, lower, reached)
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 
 

@@ -26,8 +26,9 @@ def frontier_text(result: MapResult) -> str:
     return "\n".join(lines)
 
 
-def statistics_text(stats: MapStats) -> str:
-    """pmapgen per Einsum, partial mappings kept per join step, seconds per phase."""
+def statistics_text(stats: MapStats, bounds: list[str] = ()) -> str:
+    """pmapgen per Einsum, partial mappings kept per join step, seconds per phase, then the
+    energy proof, the `bounds` lines (`bound_lines`) and whether the result is exact."""
     lines = ["Mapper statistics:"]
     kept_after = dict(stats.join_steps)
     if stats.pmapgen:
@@ -51,6 +52,7 @@ def statistics_text(stats: MapStats) -> str:
         lines += proof_lines(stats.proof, stats.descent[0].before if stats.descent else None,
                              {"pareto": "the frontier's lowest-energy point",
                               "edp": "the least energy found"}.get(stats.objective, "the result"))
+    lines += bounds
     if not stats.complete and stats.objective == "pareto":
         lines += textwrap.wrap("WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not "
                                "over the mapspace" + ("" if not stats.energy_end else
@@ -230,6 +232,37 @@ def proof_lines(proof: Proof, reached: float | None = None, subject: str = "the 
     return lines
 
 
+BOUND_BASIS = ("each Einsum's operations at the full rate of every compute instance its unit has, or its "
+               "workload inputs' and outputs' traffic through the top level at its bandwidth, whichever is "
+               "longer, summed: ffm.latency_bound")
+
+
+def bound_lines(result: MapResult) -> list[str]:
+    """Latency, EDP and pareto results not known exact: how far from the optimum the latency
+    lower bound (`MapStats.latency_lower`), times the energy proof's for EDP, puts them."""
+    stats = result.stats
+    if stats.latency_lower is None or stats.exhaustive or stats.latency_lower <= 0:
+        return []
+    low = stats.latency_lower
+    at_least = f"Latency bound: no mapping takes less than {time_text(low)} ({BOUND_BASIS})"
+    if stats.objective == "latency":
+        text = (f"{at_least}. The result's latency meets it: the result is optimal." if stats.bound_reached else
+                f"{at_least}. So the result is within {result.evaluation.latency_s / low:.2f}x of the optimum.")
+    elif stats.objective == "pareto":
+        least = min(ev.latency_s for ev in result.evaluations)
+        text = (f"{at_least}. The frontier's least latency, {time_text(least)}, "
+                + ("meets it: that point is the latency optimum." if stats.bound_reached else
+                   f"is within {least / low:.2f}x of the latency optimum."))
+    else:
+        proof, edp = stats.proof, result.evaluation.edp
+        text = f"{at_least}." if proof is None or proof.lower <= 0 else (
+            f"{at_least}. EDP bound: no mapping's EDP is below {edp_text(proof.lower * low)} (the energy "
+            f"proof's bound, {energy_text(proof.lower)}, times that latency bound): "
+            + ("the result meets it: it is optimal." if stats.bound_reached else
+               f"the result is within {edp / (proof.lower * low):.2f}x of the optimum."))
+    return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
+
+
 def result_text(result: MapResult) -> str:
     """The whole report: frontier (pareto only), the chosen mapping's report, statistics."""
     w, a = result.workload, result.arch
@@ -240,5 +273,5 @@ def result_text(result: MapResult) -> str:
     else:
         found = "optimal" if result.stats.complete else "best found (not provably optimal)"
         title = f"{w.name} on {a.name}: {found} for {result.objective} (mapspace {result.mapspace})"
-    parts += [report_text(result.evaluation, w, a, title), "", statistics_text(result.stats)]
+    parts += [report_text(result.evaluation, w, a, title), "", statistics_text(result.stats, bound_lines(result))]
     return "\n".join(parts)
