@@ -23,6 +23,12 @@ from tests.test_pmapgen import SETTINGS, small_problems
 RTOL = 1e-9
 
 
+def _cut_short(result):
+    """The result as if every Einsum's pmapgen had been cut short (the bound then speaks)."""
+    return replace(result, stats=replace(result.stats, pmapgen={e: replace(s, complete=False)
+                                                                for e, s in result.stats.pmapgen.items()}))
+
+
 def _below_every_random_pmapping(problem) -> None:
     w, a, p = problem
     latency = cost(analyze(p, w, a), w, a).latency_s
@@ -79,26 +85,27 @@ def test_gpt3_batch_1_on_tpuv4i_by_hand():
 
 def test_a_result_that_meets_the_bound_is_optimal_and_one_that_does_not_says_how_far():
     """mm2 (two 4 x 2 x 2 matmuls, 16 operations each) on two instances is compute bound:
-    the bound, 2 x 16 / 2 ns, is the optimum, so a run is called optimal for latency (and,
-    times the energy proof's bound, for EDP) whether or not pmapgen completed. With three
+    the bound, 2 x 16 / 2 ns, is the optimum, so a run is called optimal for latency
+    whether or not pmapgen completed (EDP meeting its bound: test_map's matmul_chain). With three
     instances the bound counts 16 / 3 ns per Einsum, but spatial loops must divide the
     rank sizes (2 and 4), so two are used: the optimum is 1.5 times the bound."""
     w = workloads.load(WORKLOAD)
     assert np.isclose(latency_lower_bound(w, arch_specs.load(ARCH)), 2 * 16 / 2 * 1e-9, rtol=1e-12)
     r = ffm.map(WORKLOAD, ARCH, objective="latency", progress=False, workers=1)
     assert r.stats.bound_reached and np.isclose(r.evaluation.latency_s, 16e-9, rtol=1e-9)
-    cut = replace(r, stats=replace(r.stats, pmapgen={e: replace(s, complete=False) for e, s in r.stats.pmapgen.items()}))
+    cut = _cut_short(r)
     assert cut.stats.complete and not cut.stats.exhaustive
     words = " ".join(result_text(cut).split())
     assert "optimal for latency" in words and "The result's latency meets it: the result is optimal." in words
     assert "WARNING" not in words
     edp = ffm.map(WORKLOAD, ARCH, objective="edp", progress=False, workers=1, time_limit=1.0, proof_time_limit=math.inf)
-    cut = replace(edp, stats=replace(edp.stats, pmapgen={e: replace(s, complete=False)
-                                                          for e, s in edp.stats.pmapgen.items()}))
-    assert edp.stats.proof.proven and cut.stats.bound_reached == (
-        edp.evaluation.edp <= edp.stats.proof.lower * edp.stats.latency_lower * (1 + RTOL))
-    if cut.stats.bound_reached:
-        assert cut.stats.complete and "the result meets it: it is optimal" in " ".join(result_text(cut).split())
+    cut = _cut_short(edp)
+    # mm2's EDP optimum is neither its energy optimum nor its latency optimum (test_map): the
+    # product of the two bounds is below it, and the report says by how much
+    low = edp.stats.proof.lower * edp.stats.latency_lower
+    assert edp.stats.proof.proven and not cut.stats.bound_reached and not cut.stats.complete
+    assert edp.evaluation.edp > low * (1 + RTOL)
+    assert f"the result is within {edp.evaluation.edp / low:.2f}x of the optimum" in " ".join(result_text(cut).split())
 
     three = copy.deepcopy(ARCH)
     three["name"] = "fan3"
@@ -106,14 +113,13 @@ def test_a_result_that_meets_the_bound_is_optimal_and_one_that_does_not_says_how
     assert np.isclose(latency_lower_bound(w, arch_specs.load(three)), 2 * 16 / 3 * 1e-9, rtol=1e-12)
     r = ffm.map(WORKLOAD, three, objective="latency", progress=False, workers=1)
     assert r.stats.exhaustive and not r.stats.bound_reached and np.isclose(r.evaluation.latency_s, 16e-9, rtol=1e-9)
-    cut = replace(r, stats=replace(r.stats, pmapgen={e: replace(s, complete=False) for e, s in r.stats.pmapgen.items()}))
+    cut = _cut_short(r)
     assert not cut.stats.complete
     words = " ".join(result_text(cut).split())
     assert "no mapping takes less than 10.67 ns" in words and "within 1.50x of the optimum" in words
     assert "best found (not provably optimal) for latency" in words and "WARNING" in words
     pareto = ffm.map(WORKLOAD, three, objective="pareto", progress=False, workers=1)
-    cut = replace(pareto, stats=replace(pareto.stats, pmapgen={e: replace(s, complete=False)
-                                                              for e, s in pareto.stats.pmapgen.items()}))
+    cut = _cut_short(pareto)
     least = min(ev.latency_s for ev in pareto.evaluations)
     assert f"The frontier's least latency, 16 ns, is within {least / (32e-9 / 3):.2f}x" in " ".join(
         result_text(cut).split())
