@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Sequence
 
 from ffm.budgets import Proof
 from ffm.descent import Descent
@@ -26,7 +27,7 @@ def frontier_text(result: MapResult) -> str:
     return "\n".join(lines)
 
 
-def statistics_text(stats: MapStats, bounds: list[str] = ()) -> str:
+def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
     """pmapgen per Einsum, partial mappings kept per join step, seconds per phase, then the
     energy proof, the `bounds` lines (`bound_lines`) and whether the result is exact."""
     lines = ["Mapper statistics:"]
