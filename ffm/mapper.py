@@ -115,14 +115,32 @@ class MapResult:
         return tuple(ev.mapping for ev in self.evaluations)
 
     def export(self) -> dict:
-        """The DESIGN §8 document of the chosen mapping; for pareto, plus the frontier's
-        totals under "pareto"."""
+        """The DESIGN §8 document of the chosen mapping, plus what is proven of it under
+        "optimality" (`optimality`); for pareto, plus the frontier's totals under "pareto"."""
         doc = export(self.evaluation, self.workload_ref, self.arch_ref, dict(self.workload.variables),
                      self.objective)
+        doc["optimality"] = self.optimality()
         if self.objective == "pareto":
             doc["pareto"] = [{"energy_pJ": ev.energy_pJ, "latency_s": ev.latency_s, "edp": ev.edp}
                              for ev in self.evaluations]
         return doc
+
+    def optimality(self) -> dict:
+        """Whether the result is proven optimal for its objective (`MapStats.complete`), the
+        lower bounds the mapper has on the optimum's energy (the energy proof's), latency
+        (`ffm.latency_bound`) and EDP (their product; None where it has none), and the
+        result's value over its objective's bound ("within", 1.0 when proven). For pareto,
+        instead of "within", whether each end of the frontier is proven."""
+        s, ev = self.stats, self.evaluation
+        energy = s.proof.lower if s.proof is not None and s.proof.lower > 0 else None
+        latency = s.latency_lower
+        edp = energy * latency if energy is not None and latency is not None else None
+        out = {"proven": s.complete, "lower_bounds": {"energy_pJ": energy, "latency_s": latency, "edp": edp}}
+        if self.objective == "pareto":
+            return {**out, "energy_end_proven": s.energy_end, "latency_end_proven": s.exhaustive or s.bound_reached}
+        value, low = {"energy": (ev.energy_pJ, energy), "latency": (ev.latency_s, latency),
+                      "edp": (ev.edp, edp)}[self.objective]
+        return {**out, "within": 1.0 if s.complete else value / low if low else None}
 
 
 def _check_choice(value: str, choices: tuple[str, ...], what: str) -> None:

@@ -98,6 +98,8 @@ def test_a_result_that_meets_the_bound_is_optimal_and_one_that_does_not_says_how
     words = " ".join(result_text(cut).split())
     assert "optimal for latency" in words and "The result's latency meets it: the result is optimal." in words
     assert "WARNING" not in words
+    assert cut.export()["optimality"] == {"proven": True, "within": 1.0, "lower_bounds": {
+        "energy_pJ": None, "latency_s": cut.stats.latency_lower, "edp": None}}
     edp = ffm.map(WORKLOAD, ARCH, objective="edp", progress=False, workers=1, time_limit=1.0, proof_time_limit=math.inf)
     cut = _cut_short(edp)
     # mm2's EDP optimum is neither its energy optimum nor its latency optimum (test_map): the
@@ -106,6 +108,8 @@ def test_a_result_that_meets_the_bound_is_optimal_and_one_that_does_not_says_how
     assert edp.stats.proof.proven and not cut.stats.bound_reached and not cut.stats.complete
     assert edp.evaluation.edp > low * (1 + RTOL)
     assert f"the result is within {edp.evaluation.edp / low:.2f}x of the optimum" in " ".join(result_text(cut).split())
+    optimality = cut.export()["optimality"]
+    assert optimality["lower_bounds"]["edp"] == low and np.isclose(optimality["within"], edp.evaluation.edp / low)
 
     three = copy.deepcopy(ARCH)
     three["name"] = "fan3"
@@ -118,8 +122,12 @@ def test_a_result_that_meets_the_bound_is_optimal_and_one_that_does_not_says_how
     words = " ".join(result_text(cut).split())
     assert "no mapping takes less than 10.67 ns" in words and "within 1.50x of the optimum" in words
     assert "best found (not provably optimal) for latency" in words and "WARNING" in words
+    optimality = cut.export()["optimality"]
+    assert not optimality["proven"] and np.isclose(optimality["within"], 1.5, rtol=1e-9)
     pareto = ffm.map(WORKLOAD, three, objective="pareto", progress=False, workers=1)
     cut = _cut_short(pareto)
     least = min(ev.latency_s for ev in pareto.evaluations)
     assert f"The frontier's least latency, 16 ns, is within {least / (32e-9 / 3):.2f}x" in " ".join(
         result_text(cut).split())
+    optimality = cut.export()["optimality"]
+    assert not optimality["proven"] and not optimality["latency_end_proven"] and "within" not in optimality

@@ -257,6 +257,11 @@ def test_energy_proof_makes_a_time_limited_result_optimal():
     text = result_text(cut)
     assert "Coordinate descent after the energy proof" in text
     assert f"within {proof.bound / proof.lower:.2f}x" in text
+    optimality = cut.export()["optimality"]  # (and the proven run's: within 1.0)
+    assert not optimality["proven"] and np.isclose(optimality["within"], proof.bound / proof.lower, rtol=1e-9)
+    assert optimality["lower_bounds"]["energy_pJ"] == proof.lower
+    assert r.export()["optimality"] == {"proven": True, "within": 1.0, "lower_bounds": {
+        "energy_pJ": r.stats.proof.lower, "latency_s": None, "edp": None}}
     words = " ".join(text.split())  # (the report wraps its lines)
     assert "The proof lowered" not in words  # it found no mapping: pmapgen's join did
     cut_short = ", ".join(proof.cut_short)
