@@ -207,7 +207,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     results: dict = {}  # what the chosen rows index: pmapgen's tables, the proof's, or both
     found = None  # the best mapping of `results` (a SearchResult)
 
-    def run_pmapgen() -> None:
+    def run_pmapgen(join_them: bool = True) -> None:
         nonlocal generated, results, found
         start = time.perf_counter()
         generated = generate_all(w, a, constraints, objectives=criteria(objective), workers=workers,
@@ -216,6 +216,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         start = time.perf_counter()
         # the proof's tables first: their labels stay, so the proof's best still indexes them
         results = union(results, generated) if results else generated
+        if not join_them:
+            return
         known = None if found is None or found.best.empty else float(found.best["energy"].iloc[0])
         joined = join_tables({e: t for e, (t, _, _) in results.items()}, "join", known)
         if known is None or (not joined.best.empty and float(joined.best["energy"].iloc[0]) < known):
@@ -245,7 +247,9 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     # the proof's minima showed some Einsum has no pmapping at all (`prove_energy`)
     impossible = proof is not None and math.isinf(proof.lower)
     if (flow != objective or not (proof is not None and proof.proven)) and not generated and not impossible:
-        run_pmapgen()
+        # pareto and EDP after a completed proof: the energy join of these tables would only
+        # feed the descent, which does not run; the objective's own join below takes them
+        run_pmapgen(join_them=not (flow != objective and proof is not None and proof.proven))
     exhaustive = bool(generated) and all(s.complete for _, _, s in generated.values())
     nothing = found is None or found.best.empty
 
