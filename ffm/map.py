@@ -59,12 +59,12 @@ def _parser() -> argparse.ArgumentParser:
                         f"provably optimal (default {DEFAULT_TIME_LIMIT:g}; 0: no limit, exhaustive, no proof); "
                         f"for energy, pmapgen runs only if the energy proof does not complete")
     p.add_argument("--proof-time", type=_seconds, default=DEFAULT_PROOF_TIME, metavar="SECONDS",
-                   help=f"with a time limit, for every objective but latency: seconds per Einsum and step for "
+                   help=f"with a time limit, for every objective: seconds per Einsum and step for "
                         f"the energy proof, which runs first and makes the least-energy result (energy: the "
                         f"result; pareto: the frontier's lowest-energy point) provably optimal where it completes "
                         f"(default {DEFAULT_PROOF_TIME:g}; 0: no proof)")
     p.add_argument("--no-descent", action="store_true",
-                   help="energy, EDP and pareto, when pmapgen was cut short and the proof did not complete: skip the "
+                   help="every objective, when pmapgen was cut short and the proof did not complete: skip the "
                         "coordinate descent that searches each Einsum again within its compatibility group, and "
                         "its fusion moves (faster, usually a worse mapping)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -44,7 +44,7 @@ class MapStats:
     pmapgen: dict[str, Stats]
     join_steps: tuple[tuple[str, int], ...]
     seconds: dict[str, float]
-    proof: Proof | None = None  # the energy proof, run first with a time limit but for latency (ffm.budgets)
+    proof: Proof | None = None  # the energy proof, run first with a time limit (ffm.budgets)
     descent: tuple[Descent, ...] = ()  # coordinate descent after the join, or the proof if it ran (ffm.descent)
     objective: str = "energy"  # what the result is optimal for: a proof completes only the energy objective
     # latency, edp and pareto: seconds every mapping takes at least (`ffm.latency_bound`), and
@@ -186,7 +186,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     `result.stats.proof` / `result.stats.descent` say how far they got. For pareto with a
     time limit the proof runs first too and pmapgen's tables join its tables: a completed
     proof makes the frontier's lowest-energy point the energy optimum (`stats.energy_end`);
-    EDP runs the same flow, then its own join of every table found. Raises SpecError for bad input
+    latency and EDP run the same flow, then their own join of every table found (the
+    proof proves neither optimal: `ffm.latency_bound` may). Raises SpecError for bad input
     and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
     NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
     """
@@ -198,10 +199,12 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     w, a, wref, aref = _load(workload, arch, variables)
     seconds: dict[str, float] = {}
     order = tuple(w.einsum_names)
-    # pareto and EDP with a time limit run the energy objective's flow (the proof, pmapgen,
-    # the descent) for the frontier's energy end, then one join for the objective of every
-    # table it found (pmapgen's pruned on energy and latency): docs/mapper.md, "Time limit"
-    flow = "energy" if objective in ("pareto", "edp") and time_limit is not None else objective
+    # latency, pareto and EDP with a time limit run the energy objective's flow (the proof,
+    # pmapgen, the descent and its fusion moves), then one join for the objective of every
+    # table it found (pmapgen's pruned on the objective's criteria): the fused tables the
+    # energy flow finds are what time-limited latency tables lack at batch 64
+    # (docs/mapper.md, "Time limit" and "Step 36")
+    flow = "energy" if objective in ("latency", "pareto", "edp") and time_limit is not None else objective
     join_tables = lambda tabs, name, known: _search(tabs, w, a, flow, progress, name, known)  # noqa: E731
     generated: dict = {}  # pmapgen's tables (time-limited or exhaustive), once run
     results: dict = {}  # what the chosen rows index: pmapgen's tables, the proof's, or both
@@ -247,7 +250,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     # the proof's minima showed some Einsum has no pmapping at all (`prove_energy`)
     impossible = proof is not None and math.isinf(proof.lower)
     if (flow != objective or not (proof is not None and proof.proven)) and not generated and not impossible:
-        # pareto and EDP after a completed proof: the energy join of these tables would only
+        # latency, pareto and EDP after a completed proof: the energy join of these tables would only
         # feed the descent, which does not run; the objective's own join below takes them
         run_pmapgen(join_them=not (flow != objective and proof is not None and proof.proven))
     exhaustive = bool(generated) and all(s.complete for _, _, s in generated.values())
@@ -265,7 +268,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         if proof is not None:  # the best known mapping bounds the optimum from above
             proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].iloc[0])))
 
-    if flow != objective and not nothing:  # pareto or EDP over every table found
+    if flow != objective and not nothing:  # latency, pareto or EDP over every table found
         start = time.perf_counter()
         found = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, f"join ({objective})")
         seconds["join"] = seconds.get("join", 0.0) + time.perf_counter() - start

@@ -52,7 +52,8 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
         # best is where that descent started
         lines += proof_lines(stats.proof, stats.descent[0].before if stats.descent else None,
                              {"pareto": "the frontier's lowest-energy point",
-                              "edp": "the least energy found"}.get(stats.objective, "the result"))
+                              "edp": "the least energy found",
+                              "latency": "the least energy found"}.get(stats.objective, "the result"))
     lines += bounds
     if not stats.complete and stats.objective == "pareto":
         lines += textwrap.wrap("WARNING: pmapgen was cut short; the frontier is exact over the pmappings found, not "

@@ -303,6 +303,32 @@ def test_pareto_with_the_energy_proof_has_the_exact_energy_end(specs, results):
     assert "mm2 on fan2: best found (not provably optimal) for edp" in result_text(edp)
 
 
+def test_latency_with_a_time_limit_joins_the_energy_flow_s_tables(specs, results):
+    """Latency with a time limit runs the energy flow too, then its own join of every table
+    found: with pmapgen cut short before it keeps anything, the result is the least latency
+    over the proof's tables, exactly the pareto frontier's least latency over the same
+    tables, no slower than the EDP result, no faster than the exhaustive latency optimum,
+    and a real mapping of that latency."""
+    import math
+
+    from ffm.capacity import NothingFoundInTime
+    from ffm.report import result_text
+    kw = dict(progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf)
+    r = ffm.map(*specs, objective="latency", **kw)
+    assert all(s.kept == 0 and not s.complete for s in r.stats.pmapgen.values())  # pmapgen gave nothing
+    assert r.stats.proof.proven and r.stats.complete == r.stats.bound_reached
+    pareto = ffm.map(*specs, objective="pareto", **kw)
+    edp = ffm.map(*specs, objective="edp", **kw)
+    least = min(ev.latency_s for ev in pareto.evaluations)
+    assert np.isclose(r.evaluation.latency_s, least, rtol=1e-9) and r.evaluation.valid
+    assert np.isclose(r.evaluation.latency_s, r.joined["latency"].iloc[0], rtol=1e-9)
+    assert results["latency"].evaluation.latency_s * (1 - 1e-9) <= r.evaluation.latency_s \
+        <= edp.evaluation.latency_s * (1 + 1e-9)
+    assert "Energy proof: complete" in " ".join(result_text(r).split())
+    with pytest.raises(NothingFoundInTime):  # the proof's tables are what held it
+        ffm.map(*specs, objective="latency", progress=False, workers=1, time_limit=1e-9, prove=False)
+
+
 def test_pareto_with_the_proof_cut_short_takes_the_descents_energy_end():
     """A time-limited pareto run whose proof does not complete runs the energy flow's
     coordinate descent too: the frontier's lowest-energy point is the descent's mapping,
