@@ -3,6 +3,7 @@ kept, seconds and peak memory, at batch 1 / 2048 tokens and at FFM's batch 64 / 
 
     python benchmarks/pmapgen_speed.py [--time-limit 60] [--einsums Q QK ...] [--shapes 1]
     python benchmarks/pmapgen_speed.py --prefixes [--budget-factor 1.0 [--rising]] [--objectives energy]
+    python benchmarks/pmapgen_speed.py --prefixes --slack-of 125.639 --objectives energy --shapes 0
 
 `--prefixes` runs the exact prefix search (`pmapgen.prefixes`) instead of the template
 enumeration: its "templates" column counts structural prefixes processed and "tile
@@ -20,7 +21,17 @@ first): e.g. the energy proof's raises, whose memory is the partial rows waiting
 `--prefixes --budget-mj 3.33 --objectives energy --shapes 0 --einsums QK --time-limit 45`
 (QK at 1.26 times its minimum, docs/pmapgen.md, "Waiting rows' constant columns").
 
-Each Einsum runs in this process, one after another (peak memory is the process's peak
+`--slack-of U` (with `--prefixes`; U in mJ, the energy of a valid mapping, e.g. the proven
+optimum 125.639 at batch 1) gives every Einsum the budget U minus the other Einsums' minima
+(`ffm.budgets.slack_budgets`): the tables complete within those budgets hold every pmapping
+that could be part of a mapping of energy at most U, so every pmapping an energy-optimal
+mapping could use (issue 3's set, for energy). It first finds every minimum (as
+`--rising`), then runs the budgeted searches as `ffm.map` does, in worker processes with
+identical Einsums searched once (`generate_all`): the peak memory column is then the
+largest worker's, and the total wall is both steps'. E.g.
+`--prefixes --slack-of 125.639 --objectives energy --shapes 0 --time-limit 300`.
+
+Otherwise each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
 exhaustive. Identical Einsums (K and V) are generated once and renamed in `generate_all`;
 here every Einsum is timed on its own.
@@ -34,7 +45,8 @@ import time
 
 import arch as arch_specs
 import workloads
-from pmapgen import generate
+from ffm.budgets import slack_budgets
+from pmapgen import generate, generate_all
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
@@ -43,6 +55,35 @@ SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
 
 def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def children_peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def slack_tables(w, a, bound: float, einsums, objectives, time_limit: float) -> None:
+    """`--slack-of`: every minimum, then every Einsum's search within its slack budget."""
+    start = time.perf_counter()
+    minima = generate_all(w, a, objectives=objectives, budgets={e: math.inf for e in w.einsum_names}, rising=True,
+                          progress=False, time_limit=time_limit)
+    lows = {e: float(r[0]["energy"].min()) if len(r[0]) and r[2].complete else None for e, r in minima.items()}
+    took = time.perf_counter() - start
+    print(f"minima: {took:.1f} s wall, sum {sum(x or 0 for x in lows.values()) / 1e9:.4f} mJ")
+    if None in lows.values():
+        print("a minimum was not found within the time limit: no slack budgets")
+        return
+    budgets = slack_budgets(lows, bound)
+    start = time.perf_counter()
+    found = generate_all(w, a, objectives=objectives, budgets=budgets, progress=False, time_limit=time_limit,
+                         einsums=tuple(einsums))
+    wall = time.perf_counter() - start
+    for e, (_, _, st) in found.items():
+        status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by})"
+        print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{children_peak_mib():>10.0f}  "
+              f"{status}; minimum {lows[e] / 1e9:.4g} mJ, budget {budgets[e] / 1e9:.4g} mJ "
+              f"({budgets[e] / lows[e]:.3f}x)", flush=True)
+    print(f"slack searches {wall:.1f} s wall; minima and slack searches {took + wall:.1f} s, largest worker "
+          f"{children_peak_mib():.0f} MiB, this process {peak_mib():.0f} MiB")
 
 
 def main() -> None:
@@ -57,7 +98,11 @@ def main() -> None:
                         help="with --prefixes: budgets rise from the floor (to --budget-factor's ceiling, if given)")
     parser.add_argument("--budget-mj", type=float, help="with --prefixes: a fixed energy budget in mJ")
     parser.add_argument("--objectives", default="energy,latency", help="comma-separated (default energy,latency)")
+    parser.add_argument("--slack-of", type=float, metavar="U_MJ",
+                        help="with --prefixes: every Einsum within U minus the others' minima (mJ; see above)")
     args = parser.parse_args()
+    if args.slack_of is not None and not args.prefixes:
+        parser.error("--slack-of needs --prefixes")
     objectives = tuple(args.objectives.split(","))
     a = arch_specs.load("tpuv4i")
     for label, variables in (SHAPES[k] for k in args.shapes):
@@ -66,6 +111,9 @@ def main() -> None:
         print(f"\ngpt3 on tpuv4i, {label}; {how}, objectives {args.objectives}; time limit {args.time_limit:g} s "
               f"per Einsum")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
+        if args.slack_of is not None:
+            slack_tables(w, a, args.slack_of * 1e9, args.einsums or w.einsum_names, objectives, args.time_limit)
+            continue
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:
             budget = note = None
