@@ -45,6 +45,12 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
         lines.append(f"  {e:<14}{s.templates:>11,}{s.tile_shapes:>13,}{s.kept:>16,}{s.seconds:>9.2f}"
                      f"{joined:>17}{note}")
     lines.append("  time: " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in stats.seconds.items()))
+    if stats.objective != "energy" and (stats.proof is not None or stats.descent):
+        join = {"pareto": "the frontier's join"}.get(stats.objective, f"the {stats.objective} join")
+        lines += textwrap.wrap(f"The energy objective's flow ran first: what the energy proof and coordinate descent "
+                               f"below say is about the least energy found, not this result; {join} then searched "
+                               f"every table they found (docs/mapper.md, \"Time limit\").", 100,
+                               initial_indent="  ", subsequent_indent="    ")
     for d in stats.descent:  # after the proof, when it ran and could not complete (`ffm.map`)
         lines += descent_lines(d, "the join" if stats.proof is None else "the energy proof")
     if stats.proof is not None:
