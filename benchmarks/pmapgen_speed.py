@@ -3,7 +3,7 @@ kept, seconds and peak memory, at batch 1 / 2048 tokens and at FFM's batch 64 / 
 
     python benchmarks/pmapgen_speed.py [--time-limit 60] [--einsums Q QK ...] [--shapes 1]
     python benchmarks/pmapgen_speed.py --prefixes [--budget-factor 1.0 [--rising]] [--objectives energy]
-    python benchmarks/pmapgen_speed.py --prefixes --slack-of 125.639 --objectives energy --shapes 0
+    python benchmarks/pmapgen_speed.py --prefixes --slack-of 125.64 --objectives energy --shapes 0 [--uniform-slack]
 
 `--prefixes` runs the exact prefix search (`pmapgen.prefixes`) instead of the template
 enumeration: its "templates" column counts structural prefixes processed and "tile
@@ -21,15 +21,17 @@ first): e.g. the energy proof's raises, whose memory is the partial rows waiting
 `--prefixes --budget-mj 3.33 --objectives energy --shapes 0 --einsums QK --time-limit 45`
 (QK at 1.26 times its minimum, docs/pmapgen.md, "Waiting rows' constant columns").
 
-`--slack-of U` (with `--prefixes`; U in mJ, the energy of a valid mapping, e.g. the proven
-optimum 125.639 at batch 1) gives every Einsum the budget U minus the other Einsums' minima
-(`ffm.budgets.slack_budgets`): the tables complete within those budgets hold every pmapping
-that could be part of a mapping of energy at most U, so every pmapping an energy-optimal
-mapping could use (issue 3's set, for energy). It first finds every minimum (as
-`--rising`), then runs the budgeted searches as `ffm.map` does, in worker processes with
-identical Einsums searched once (`generate_all`): the peak memory column is then the
-largest worker's, and the total wall is both steps'. E.g.
-`--prefixes --slack-of 125.639 --objectives energy --shapes 0 --time-limit 300`.
+`--slack-of U` (with `--prefixes` and `--objectives energy`; U in mJ, at least the energy of
+a valid mapping, e.g. 125.64 at batch 1, where the proven optimum is 125.63920) prints
+issue 3's set for energy: tables holding every pmapping that could be part of a mapping of
+energy at most U, so every pmapping an energy-optimal mapping could use (`ffm.slack`). It
+first finds every minimum (as `--rising`), then runs `ffm.slack.slack_tables`: each Einsum
+within its uniform budget (U minus the other Einsums' minima) for a short probe, then those
+the probe did not complete per key their producers' tables give their inputs, in
+topological order. `--uniform-slack` runs every Einsum within its uniform budget instead
+(`ffm.slack.slack_budgets`; far slower). The searches run in worker processes, identical
+Einsums once: the peak memory column is the largest worker's so far, and the total wall
+is both steps'. E.g. `--prefixes --slack-of 125.64 --objectives energy --shapes 0`.
 
 Otherwise each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
@@ -45,7 +47,8 @@ import time
 
 import arch as arch_specs
 import workloads
-from ffm.budgets import slack_budgets
+from ffm.budgets import PROOF_ROWS
+from ffm.slack import slack_budgets, slack_tables
 from pmapgen import generate, generate_all
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
 
@@ -61,8 +64,9 @@ def children_peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def slack_tables(w, a, bound: float, einsums, objectives, time_limit: float) -> None:
-    """`--slack-of`: every minimum, then every Einsum's search within its slack budget."""
+def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, uniform: bool) -> None:
+    """`--slack-of`: every minimum, then every Einsum's table within its slack budgets:
+    keyed (`ffm.slack.slack_tables`), or uniform (`--uniform-slack`)."""
     start = time.perf_counter()
     minima = generate_all(w, a, objectives=objectives, budgets={e: math.inf for e in w.einsum_names}, rising=True,
                           progress=False, time_limit=time_limit)
@@ -74,14 +78,21 @@ def slack_tables(w, a, bound: float, einsums, objectives, time_limit: float) -> 
         return
     budgets = slack_budgets(lows, bound)
     start = time.perf_counter()
-    found = generate_all(w, a, objectives=objectives, budgets=budgets, progress=False, time_limit=time_limit,
-                         einsums=tuple(einsums))
+    if uniform:
+        found = generate_all(w, a, objectives=objectives, budgets=budgets, progress=False, time_limit=time_limit,
+                             einsums=tuple(einsums))
+        how = {e: "" for e in found}
+    else:
+        keyed = slack_tables(w, a, bound, lows, time_limit=time_limit, max_rows=PROOF_ROWS)
+        found = {e: r for e, r in keyed.results.items() if e in einsums}
+        how = {e: f"; {keyed.keys[e]} keys, {keyed.searches[e]} searches (rest {keyed.rest_seconds[e]:.1f} s)"
+               if keyed.keys[e] > 1 or keyed.searches[e] > 1 else "; uniform budget" for e in found}
     wall = time.perf_counter() - start
     for e, (_, _, st) in found.items():
-        status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by})"
+        status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by or 'a keyed search cut short'})"
         print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{children_peak_mib():>10.0f}  "
-              f"{status}; minimum {lows[e] / 1e9:.4g} mJ, budget {budgets[e] / 1e9:.4g} mJ "
-              f"({budgets[e] / lows[e]:.3f}x)", flush=True)
+              f"{status}; minimum {lows[e] / 1e9:.4g} mJ, uniform budget {budgets[e] / 1e9:.4g} mJ "
+              f"({budgets[e] / lows[e]:.3f}x){how[e]}", flush=True)
     print(f"slack searches {wall:.1f} s wall; minima and slack searches {took + wall:.1f} s, largest worker "
           f"{children_peak_mib():.0f} MiB, this process {peak_mib():.0f} MiB")
 
@@ -100,9 +111,15 @@ def main() -> None:
     parser.add_argument("--objectives", default="energy,latency", help="comma-separated (default energy,latency)")
     parser.add_argument("--slack-of", type=float, metavar="U_MJ",
                         help="with --prefixes: every Einsum within U minus the others' minima (mJ; see above)")
+    parser.add_argument("--uniform-slack", action="store_true",
+                        help="with --slack-of: every Einsum within its uniform budget (no keys)")
     args = parser.parse_args()
     if args.slack_of is not None and not args.prefixes:
         parser.error("--slack-of needs --prefixes")
+    if args.uniform_slack and args.slack_of is None:
+        parser.error("--uniform-slack needs --slack-of")
+    if args.slack_of is not None and args.objectives != "energy":
+        parser.error("--slack-of is for the energy objective: give --objectives energy")
     objectives = tuple(args.objectives.split(","))
     a = arch_specs.load("tpuv4i")
     for label, variables in (SHAPES[k] for k in args.shapes):
@@ -112,7 +129,8 @@ def main() -> None:
               f"per Einsum")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
         if args.slack_of is not None:
-            slack_tables(w, a, args.slack_of * 1e9, args.einsums or w.einsum_names, objectives, args.time_limit)
+            slack_run(w, a, args.slack_of * 1e9, args.einsums or w.einsum_names, objectives, args.time_limit,
+                      args.uniform_slack)
             continue
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:

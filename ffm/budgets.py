@@ -147,16 +147,6 @@ class Proof:
         return tuple(e for e in self.incomplete if e in last and not last[e].complete)
 
 
-def slack_budgets(minima: dict[str, float], bound: float) -> dict[str, float]:
-    """Each Einsum's budget `bound` minus the other Einsums' minima: in any mapping of energy
-    at most `bound` (a valid mapping's, so at least the optimum) Einsum e's pmapping costs at
-    most that (module docstring). Tables complete within these budgets hold every pmapping
-    that could be part of an energy-optimal mapping (issue 3's set, for energy), and the
-    join over them is the optimum (docs/pmapgen.md, "Every pmapping an optimal mapping could use")."""
-    rest = sum(minima.values())
-    return {e: bound - (rest - m) for e, m in minima.items()}
-
-
 def raise_step(budget: float, gap: float, most: float = MAX_RAISE) -> float:
     """How much a wildcard's budget rises: `gap` (U minus its term's value: enough for
     that term to reach U), but at least MIN_RAISE and at most `most` (MAX_RAISE, or half

@@ -464,6 +464,16 @@ def next_wildcard(workload: Workload, left: list[str], free, closers=()) -> str:
                                     last_producer(e), left.index(e)))
 
 
+def within_betas(table: pd.DataFrame, betas: dict[tuple, float]) -> np.ndarray:
+    """Which rows of a keyed search's `table` are at a key of `betas` ({key: β}, keys
+    ((tensor, c_T), ...) over the same tensors) and cost at most its β: a grouped search
+    (`key_groups`) holds rows at other keys and above their own key's β."""
+    tensors = [t for t, _ in next(iter(betas), ())]
+    keys = [tuple((t, dict(k[0])[t]) for t in tensors) for k in table["compat"]]
+    energy = table["energy"].to_numpy(dtype=float)
+    return np.array([x <= betas.get(k, -math.inf) for k, x in zip(keys, energy)], dtype=bool)
+
+
 def absorbed_table(ks: KeyedSearches, betas: dict[tuple, float], budget: float) -> pd.DataFrame:
     """A searched wildcard's keyed rows, as a table the rest can join (its searches all
     completed): in a mapping of the term below U, its pmapping costs less than the β of
@@ -471,13 +481,7 @@ def absorbed_table(ks: KeyedSearches, betas: dict[tuple, float], budget: float) 
     group, costing at most that, dominates it. Rows at other keys or above their key's β
     are left out (a grouped search holds such rows), and rows below `budget` count at it
     (the wildcard costs more there)."""
-    frames = []
-    tensors = [t for t, _ in next(iter(betas), ())]
-    for table, _, _ in ks.results.values():
-        if len(table):
-            keys = [tuple((t, dict(k[0])[t]) for t in tensors) for k in table["compat"]]
-            energy = table["energy"].to_numpy(dtype=float)
-            frames.append(table[[e <= betas.get(k, -math.inf) for k, e in zip(keys, energy)]])
+    frames = [table[within_betas(table, betas)] for table, _, _ in ks.results.values() if len(table)]
     if not frames:
         return pd.DataFrame(columns=["compat", "energy"])
     table = pd.concat(frames, ignore_index=True)

@@ -234,7 +234,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                  time_limit: float | None = None, budgets: dict[str, float] | None = None,
                  stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False,
                  einsums: tuple[str, ...] | None = None, max_rows: int | None = None,
-                 costs: dict[str, tuple[int, ...]] | None = None
+                 costs: dict[str, tuple[int, ...]] | None = None, split: bool = True
                  ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
@@ -256,7 +256,10 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     round of a rising one), as the time limit does, once more partial rows than that wait
     at once (its memory; `generate_by_prefixes`). `costs` ({einsum: `Stats.parts` of an
     earlier search}) orders the parts of budgeted searches split across the workers
-    (`split_searches`).
+    (`split_searches`). Budgeted searches are split by root across the workers unless
+    `split` is False: then each runs whole in one worker with its own time limit, so a short
+    limit tells which Einsums complete within it (`ffm.slack.slack_tables`' probe; split, the
+    long searches' parts take the time the short ones would have used).
     """
     constraints = constraints or {}
     budgets = budgets or {}
@@ -273,7 +276,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                        default=None) for rep in unique}
     jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows))
             for e in unique]
-    if budgets and not rising and workers != 1:
+    if budgets and not rising and workers != 1 and split:
         results = split_searches(jobs, workers, progress, desc, stop_when_incomplete, costs=costs)
     else:
         results = run_searches(jobs, workers, progress, desc, stop_when_incomplete)

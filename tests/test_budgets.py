@@ -21,7 +21,7 @@ import arch as arch_specs
 import workloads
 import ffm.budgets as budgets_module
 import pmapgen.prefixes as prefixes
-from ffm.budgets import prove_energy, raise_step, slack_budgets
+from ffm.budgets import prove_energy, raise_step
 from ffm.refine import refine
 from ffm.wildcards import WildcardBound, cut_keys, parts
 from ffm.join import join
@@ -394,51 +394,6 @@ def test_the_wildcard_bound_is_at_most_the_exhaustive_optimum(problem, pick):
 @given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
 def test_the_wildcard_bound_is_at_most_the_exhaustive_optimum_long(problem, pick):
     check_wildcard_bound(*problem, pick=pick, max_combinations=10_000_000)
-
-
-def check_slack_budgets(workload, arch, pick: int) -> None:
-    """Issue 3's set for energy: with `bound` any mapping's energy at or above the optimum,
-    each Einsum's pmapping in every optimal mapping costs at most its slack budget (the
-    bound minus the others' minima); the tables complete within those budgets join to the
-    exhaustive optimum, a real mapping of that energy; and no mapping that uses a pmapping
-    above its Einsum's budget is within the bound (so none could be optimal)."""
-    order = tuple(workload.einsum_names)
-    tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in order}
-    if any(t.empty for t in tables.values()):
-        _bump("an Einsum with no pmapping")
-        return
-    truth = search(tables, workload, arch, "energy")
-    if truth.best.empty:
-        _bump("no valid mapping")
-        return
-    optimum = float(truth.best["energy"].iloc[0])
-    bound = optimum * (1.0, 1.05, 1.5)[pick % 3]
-    minima = {e: float(t["energy"].min()) for e, t in tables.items()}
-    budgets = slack_budgets(minima, bound)
-    assert all(np.isclose(budgets[e] - minima[e], bound - sum(minima.values()), rtol=RTOL) for e in order)
-    for e, i in zip(order, truth.best["rows"].iloc[0]):
-        assert tables[e].loc[i, "energy"] <= budgets[e] * (1 + RTOL), e
-    slack = generate_all(workload, arch, objectives=("energy",), budgets=budgets, workers=1, progress=False)
-    for e, (table, _, stats) in slack.items():
-        assert stats.complete and (table["energy"] <= budgets[e] * (1 + RTOL)).all(), e
-    found = search({e: r[0] for e, r in slack.items()}, workload, arch, "energy")
-    assert not found.best.empty and np.isclose(found.best["energy"].iloc[0], optimum, rtol=RTOL)
-    ev = chosen(found, {e: r[0] for e, r in slack.items()}, {e: r[1] for e, r in slack.items()}, workload, arch)
-    assert np.isclose(ev.energy_pJ, optimum, rtol=RTOL)
-    for e in order:  # a pmapping above its budget: every mapping using it is above the bound
-        above = tables[e][tables[e]["energy"] > budgets[e] * (1 + RTOL)]
-        if above.empty:
-            continue
-        _bump("pmappings above a slack budget")
-        worse = search({**tables, e: above}, workload, arch, "energy")
-        assert worse.best.empty or worse.best["energy"].iloc[0] > bound * (1 - RTOL), e
-    _bump("checked")
-
-
-@settings(max_examples=20, **SETTINGS)
-@given(problems(max_levels=2), st.integers(0, 10**6))
-def test_tables_within_slack_budgets_hold_every_pmapping_an_optimal_mapping_could_use(problem, pick):
-    check_slack_budgets(*problem, pick=pick)
 
 
 def test_a_table_holding_only_rows_above_its_budget_counts_at_the_budget():

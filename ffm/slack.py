@@ -1,0 +1,132 @@
+"""Every pmapping an energy-optimal mapping could use (FFM §6.1, issue 3's set, for the
+energy objective), given U, the energy of any valid mapping (docs/pmapgen.md, "Every
+pmapping an optimal mapping could use").
+
+Energy is a sum over Einsums of non-negative terms, and the optimum is at most U. So in
+any mapping M of energy at most U, Einsum e's pmapping costs at most U minus what the
+other Einsums cost in M, and each of those costs at least its minimum m_o:
+
+- **uniform budgets** (`slack_budgets`): U minus the sum of the others' minima;
+- **keyed budgets** (`slack_tables`): the Einsums in topological order, each searched per
+  key c (the c_T of its inputs) that the Einsums before it can give it, within
+  β_e(c) = U - R_e(c) - (the minima of the Einsums after it), R_e(c) the least energy of
+  a mapping of the Einsums before it that gives e's inputs c (`ffm.refine.rest_by_key`
+  over their tables). By induction those tables hold, for every such M, a row of the
+  same compatibility group dominating M's pmapping, so R_e(c) is at most what they cost
+  in M; hence e's pmapping in M costs at most β_e(c) at the c M gives it, and the search
+  at c within β_e(c) (`ffm.refine.search_keys`) holds it or a row dominating it. The
+  rows kept are those within their own key's β, so e's table dominates M's pmapping
+  too, which carries the induction on.
+
+The keyed budgets are far tighter where the inputs come unfused from the backing store
+(an unfused producer costs more than its fused minimum) and most keys no pmapping of e can
+give, which a quick search shows: at gpt3 batch 1 the keyed tables take 41 s where the
+uniform ones took 238 (docs/pmapgen.md).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+
+from arch.model import Arch
+from ffm.refine import rest_by_key, search_keys, within_betas
+from pmapgen import Constraints, Stats
+from pmapgen.all_einsums import generate_all, union
+from workloads.model import Workload
+
+RTOL = 1e-9  # energies equal up to summation order: a pmapping at exactly its budget is kept
+
+
+def slack_budgets(minima: dict[str, float], bound: float) -> dict[str, float]:
+    """Each Einsum's budget `bound` minus the other Einsums' minima: in any mapping of energy
+    at most `bound` (a valid mapping's, so at least the optimum) Einsum e's pmapping costs at
+    most that (module docstring). Tables complete within these budgets hold every pmapping
+    that could be part of an energy-optimal mapping, and the join over them is the optimum."""
+    rest = sum(minima.values())
+    return {e: bound - (rest - m) for e, m in minima.items()}
+
+
+@dataclass(frozen=True)
+class SlackTables:
+    """`slack_tables`' result: per Einsum (table, templates, Stats) `generate_all`-style, the
+    table holding its pmappings within their key's β; `keys` counts the keys the Einsums
+    before it can give it within U, `searches` the keyed searches run or answered for them,
+    `rest_seconds` the time spent joining those Einsums' tables per key. An Einsum with a
+    search cut short (its time limit or `max_rows`) has `Stats.complete` False, and counts
+    at its minimum for the Einsums after it."""
+    results: dict[str, tuple[pd.DataFrame, list, Stats]]
+    bound: float
+    minima: dict[str, float]
+    keys: dict[str, int]
+    searches: dict[str, int]
+    rest_seconds: dict[str, float]
+
+    @property
+    def incomplete(self) -> tuple[str, ...]:
+        return tuple(e for e, r in self.results.items() if not r[2].complete)
+
+
+PROBE = 3.0  # seconds: `slack_tables` first tries each Einsum within its uniform budget this long
+
+
+def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str, float],
+                 constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
+                 workers: int | None = None, progress: bool = False, max_rows: int | None = None,
+                 probe: float = PROBE, uniform: tuple[str, ...] | None = None) -> SlackTables:
+    """Every Einsum's pmappings within its budgets (module docstring) for U = `bound` (pJ,
+    the energy of a valid mapping) and each Einsum's minimum energy `minima`: tables
+    holding, up to dominance within compatibility groups, every pmapping of every mapping
+    of energy at most U, and so every pmapping an energy-optimal mapping could use.
+
+    First every Einsum is searched within its uniform budget (`slack_budgets`) for `probe`
+    seconds; those that complete keep that table (at batch 1, I, QK_softmax, FFA and FFB in
+    3 s each) and join the rest of every keyed search, so the later Einsums count there at
+    their joint cost (FFA and FFB together cost 1.40 mJ more than their minima), not at
+    their minima. The others (V, K, Q, QK, AV and Z there, each over 90 s) are then searched
+    by key in topological order. `uniform` names the Einsums to search within their uniform
+    budgets instead, with no probe (the rest keyed); `probe=0` keys every Einsum. Each
+    keyed search gets `time_limit` seconds and `max_rows` waiting rows; identical Einsums
+    (V, K, Q) share their searches (`generate_all`, `search_keys`' `searched`)."""
+    names = workload.einsum_names
+    limit = bound * (1 + RTOL)
+    first = names if uniform is None else tuple(uniform)
+    if uniform is None and probe <= 0:
+        first = ()
+    budgets = slack_budgets(minima, limit)
+    pre = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
+                       time_limit=probe if uniform is None else time_limit, budgets={e: budgets[e] for e in first},
+                       desc="slack: uniform budgets", einsums=first, max_rows=max_rows,
+                       split=uniform is not None) if first else {}
+    results = {e: r for e, r in pre.items() if r[2].complete}
+    tables = {e: r[0] for e, r in results.items()}  # the complete tables so far: the rest of each keyed search
+    keys = {e: 1 for e in results}
+    searches = dict(keys)
+    rest_seconds = {e: 0.0 for e in results}
+    searched: dict = {}
+    for e in names:
+        if e in results:
+            continue
+        start = time.perf_counter()
+        free = tuple(x for x in names if x not in tables)  # e, the Einsums after it, and any cut short
+        later = sum(minima[x] for x in free if x != e)
+        rests = rest_by_key(workload, arch, tables, free, e, limit - later - minima[e] * (1 - RTOL))
+        rest_seconds[e] = time.perf_counter() - start
+        betas = {k: limit - r - later for k, r in rests.items()}
+        keys[e] = len(betas)
+        ks = search_keys(e, betas, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
+                         workers=workers, progress=progress, desc=f"slack: {e}", max_rows=max_rows)
+        searches[e] = ks.searches
+        parts = [{e: (table[within_betas(table, betas)], templates, stats)}
+                 for table, templates, stats in ks.results.values() if len(table)]
+        table, templates, _ = union(*parts)[e] if parts else (pd.DataFrame(), [], None)
+        stats = [r[2] for r in ks.results.values()]
+        complete = not ks.cut
+        results[e] = (table, templates, Stats(
+            sum(s.templates for s in stats), sum(s.tile_shapes for s in stats), len(table), complete,
+            time.perf_counter() - start, budget=max(betas.values(), default=-math.inf)))
+        if complete:
+            tables[e] = table
+    return SlackTables({e: results[e] for e in names}, bound, dict(minima), keys, searches, rest_seconds)

@@ -1,0 +1,134 @@
+"""Issue 3's set for energy (`ffm.slack`): with U any mapping's energy at or above the
+optimum, the uniform and the keyed slack tables hold every pmapping an energy-optimal
+mapping could use, checked against tests/test_search.py's exhaustive tables (every legal
+pmapping of every Einsum) and their joins."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ffm.search import search
+from ffm.slack import slack_budgets, slack_tables
+from pmapgen import generate, generate_all
+from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
+
+
+def exhaustive(workload, arch):
+    """(each Einsum's exhaustive energy table, the optimum) or None (no mapping: skipped)."""
+    tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in workload.einsum_names}
+    if any(t.empty for t in tables.values()):
+        _bump("an Einsum with no pmapping")
+        return None
+    truth = search(tables, workload, arch, "energy")
+    if truth.best.empty:
+        _bump("no valid mapping")
+        return None
+    return tables, float(truth.best["energy"].iloc[0])
+
+
+def check_slack_budgets(workload, arch, pick: int) -> None:
+    """The uniform budgets: each Einsum's pmapping in every optimal mapping costs at most its
+    slack budget (the bound minus the others' minima); the tables complete within those
+    budgets join to the exhaustive optimum, a real mapping of that energy; and no mapping
+    that uses a pmapping above its Einsum's budget is within the bound (so none could be
+    optimal)."""
+    if (got := exhaustive(workload, arch)) is None:
+        return
+    tables, optimum = got
+    order = tuple(workload.einsum_names)
+    truth = search(tables, workload, arch, "energy")
+    bound = optimum * (1.0, 1.05, 1.5)[pick % 3]
+    minima = {e: float(t["energy"].min()) for e, t in tables.items()}
+    budgets = slack_budgets(minima, bound)
+    assert all(np.isclose(budgets[e] - minima[e], bound - sum(minima.values()), rtol=RTOL) for e in order)
+    for e, i in zip(order, truth.best["rows"].iloc[0]):
+        assert tables[e].loc[i, "energy"] <= budgets[e] * (1 + RTOL), e
+    slack = generate_all(workload, arch, objectives=("energy",), budgets=budgets, workers=1, progress=False)
+    for e, (table, _, stats) in slack.items():
+        assert stats.complete and (table["energy"] <= budgets[e] * (1 + RTOL)).all(), e
+    found = search({e: r[0] for e, r in slack.items()}, workload, arch, "energy")
+    assert not found.best.empty and np.isclose(found.best["energy"].iloc[0], optimum, rtol=RTOL)
+    ev = chosen(found, {e: r[0] for e, r in slack.items()}, {e: r[1] for e, r in slack.items()}, workload, arch)
+    assert np.isclose(ev.energy_pJ, optimum, rtol=RTOL)
+    for e in order:  # a pmapping above its budget: every mapping using it is above the bound
+        above = tables[e][tables[e]["energy"] > budgets[e] * (1 + RTOL)]
+        if above.empty:
+            continue
+        _bump("pmappings above a slack budget")
+        worse = search({**tables, e: above}, workload, arch, "energy")
+        assert worse.best.empty or worse.best["energy"].iloc[0] > bound * (1 - RTOL), e
+    _bump("checked")
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_tables_within_slack_budgets_hold_every_pmapping_an_optimal_mapping_could_use(problem, pick):
+    check_slack_budgets(*problem, pick=pick)
+
+
+def dominated(row, table) -> bool:
+    """Whether a row of `table` in `row`'s compatibility group is at least as good in energy
+    and in every reservation (a reservation a row does not have counts as nothing)."""
+    group = table[[k == row["compat"] for k in table["compat"]]] if len(table) else table
+    if group.empty:
+        return False
+    crit = sorted({c for c in (*row.index, *group.columns) if c.startswith("res:")}) + ["energy"]
+    mine = np.nan_to_num(row.reindex(crit).to_numpy(dtype=float), nan=0.0)
+    theirs = np.nan_to_num(group.reindex(columns=crit).to_numpy(dtype=float), nan=0.0)
+    return bool(np.all(theirs <= mine * (1 + RTOL) + 1e-12, axis=1).any())
+
+
+def check_keyed_slack(workload, arch, pick: int) -> None:
+    """The keyed budgets (`slack_tables`), some Einsums within their uniform budgets first
+    (a subset drawn from `pick`, as the probe would pick them), the others keyed in
+    topological order: every pmapping of every mapping within the bound (a pmapping whose
+    best mapping is within it) is dominated by a row of its Einsum's table in its
+    compatibility group; every row is within its uniform budget; and the tables join to
+    the exhaustive optimum, rebuilt and evaluated."""
+    if (got := exhaustive(workload, arch)) is None:
+        return
+    tables, optimum = got
+    order = tuple(workload.einsum_names)
+    bound = optimum * (1.0, 1.05, 1.5)[pick % 3]
+    minima = {e: float(t["energy"].min()) for e, t in tables.items()}
+    rng = random.Random(pick)
+    uniform = tuple(e for e in order if rng.random() < 0.5) if pick % 4 else ()
+    keyed = slack_tables(workload, arch, bound, minima, workers=1, uniform=uniform)
+    budgets = slack_budgets(minima, bound)
+    assert not keyed.incomplete and set(keyed.results) == set(order)
+    for e, (table, _, _) in keyed.results.items():
+        assert (table["energy"] <= budgets[e] * (1 + RTOL)).all(), e
+    for e in order:
+        for i in range(len(tables[e])):
+            row = tables[e].iloc[i]
+            if row["energy"] > budgets[e] * (1 + RTOL):
+                continue  # in no mapping within the bound (the uniform budgets' test)
+            best = search({**tables, e: tables[e].iloc[[i]]}, workload, arch, "energy")
+            if best.best.empty or best.best["energy"].iloc[0] > bound * (1 + RTOL):
+                _bump("pmappings in no mapping within the bound")
+                continue
+            _bump("pmappings in a mapping within the bound")
+            assert dominated(row, keyed.results[e][0]), (e, row["compat"], row["energy"])
+    found = search({e: r[0] for e, r in keyed.results.items()}, workload, arch, "energy")
+    assert not found.best.empty and np.isclose(found.best["energy"].iloc[0], optimum, rtol=RTOL)
+    ev = chosen(found, {e: r[0] for e, r in keyed.results.items()}, {e: r[1] for e, r in keyed.results.items()},
+                workload, arch)
+    assert np.isclose(ev.energy_pJ, optimum, rtol=RTOL)
+    _bump(f"checked, {len(uniform)} of {len(order)} uniform")
+
+
+@settings(max_examples=20, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_keyed_slack_tables_hold_every_pmapping_of_every_mapping_within_the_bound(problem, pick):
+    check_keyed_slack(*problem, pick=pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=80, **SETTINGS)
+@given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
+def test_keyed_slack_tables_hold_every_pmapping_of_every_mapping_within_the_bound_long(problem, pick):
+    check_keyed_slack(*problem, pick=pick)
