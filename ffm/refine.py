@@ -280,6 +280,8 @@ class KeyedSearches:
     reused: int = 0
     mirrored: int = 0  # answered by the search at their mirror image (`pmapgen.symmetry.mirror_result`)
     by_rows: int = 0  # of `cut`, stopped by their waiting rows (`max_rows`)
+    explored: int = 0  # structural prefixes the searches run here processed (not those reused or mirrored)
+    evaluated: int = 0  # partial rows they built
 
 
 def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Workload, arch: Arch,
@@ -352,7 +354,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         else:
             jobs.append(job(group, beta))
         image = mirror_key(mirror, workload.einsum(e), group, members)
-        if image is not None and groups.get(image) == [image] and (e, image) not in sigs and image not in images:
+        if image is not None and image in groups and (groups[image] == [image] or image == backing_group(image)) \
+                and (e, image) not in sigs and image not in images:
             images[image] = group
     ran = _run_keyed(jobs, sigs, searched, workers, progress, desc, deadline, split, kept)
     if theirs:
@@ -363,6 +366,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         reused += len(theirs) - len(again)
         ran.update(_run_keyed(again, sigs, searched, workers, progress, desc, deadline, split, kept))
     done.update(ran)
+    explored, evaluated = sum(r[2].templates for r in ran.values()), sum(r[2].tile_shapes for r in ran.values())
     for image, group in images.items():
         src = done.get((e, group))
         if (e, image) in done or src is None:  # answered by `searched` after all, or its image not started
@@ -388,7 +392,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         for k in members:
             there = by_key.get(k, math.inf)
             floors[k] = (max(budget, there), True) if there <= betas[k] else None
-    return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused, mirrored, by_rows)
+    return KeyedSearches(floors, done, len(groups), empty, cut, rows, reused, mirrored, by_rows, explored, evaluated)
 
 
 _RUNNING: dict = {}  # signature: (β, Event set when done) of the keyed searches running now (`_run_keyed`)
@@ -430,9 +434,13 @@ def _fixed_loops(group: tuple) -> int:
 
 
 def mirror_key(mirror, einsum, group: tuple, members: list) -> tuple | None:
-    """The mirror image of a key searched alone (((tensor, c_T), ...) sorted), or None:
-    no mirror, a group of keys (`key_groups`), or a key that is its own image."""
-    if mirror is None or members != [group]:
+    """The mirror image of a key searched alone or of a backing group (((tensor, c_T), ...)
+    sorted; `backing_group`), or None: no mirror, a group of keys by one tensor's c_T
+    (`key_groups`), or a key that is its own image. A backing group's search fixes only
+    the levels, so its image is the search at the mirrored levels (at batch 1, QK's keys
+    with K in the LocalBuffer and Q in the GlobalBuffer and the other way round: 4.3 s
+    each)."""
+    if mirror is None or (members != [group] and group != backing_group(group)):
         return None
     image = tuple(sorted(mirror.tensor_keys(einsum, dict(group)).items()))
     return None if image == group else image

@@ -122,10 +122,8 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         parts = [{e: (table[within_betas(table, betas)], templates, stats)}
                  for table, templates, stats in ks.results.values() if len(table)]
         table, templates, _ = union(*parts)[e] if parts else (pd.DataFrame(), [], None)
-        stats = [r[2] for r in ks.results.values()]
         complete = not ks.cut
-        results[e] = (table, templates, Stats(
-            sum(s.templates for s in stats), sum(s.tile_shapes for s in stats), len(table), complete,
+        results[e] = (table, templates, Stats(ks.explored, ks.evaluated, len(table), complete,
             time.perf_counter() - start, budget=max(betas.values(), default=-math.inf)))
         if complete:
             tables[e] = table

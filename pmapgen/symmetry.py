@@ -52,8 +52,11 @@ class Mirror:
     def c_t(self, einsum: Einsum, tensor: str, c_t: tuple) -> tuple:
         """The c_T a pmapping's mirror image gives the mirror of `tensor`, where the
         pmapping gives `tensor` `c_t` ((level, ((dim index, tile, spatial dim), ...)),
-        dims by position in the tensor)."""
+        dims by position in the tensor; loops None: any, as a backing group leaves them,
+        `ffm.refine.backing_group`)."""
         level, loops = c_t
+        if loops is None:
+            return level, None
         ranks, image = einsum.use(tensor).ranks, einsum.use(self.tensor(tensor)).ranks
         return level, tuple((image.index(self.rank(ranks[i])), tile, sp) for i, tile, sp in loops)
 

@@ -293,7 +293,8 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
     there is none; searched one key at a time, grouped by one tensor's c_T, grouped by
     their backing levels (the loops above them free), or answered by grouped searches
     within larger β alike. `mirrored`: keys come in mirror-image pairs, and searched one at
-    a time, one of each pair is answered by the other's search."""
+    a time, one of each pair is answered by the other's search; so do backing groups, the
+    levels of A and B swapped, searched by backing."""
     tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in workload.einsum_names}
     keys = rest_by_key(workload, arch, tables, ("Z",), "Z", math.inf)
     full = tables["Z"]
@@ -309,10 +310,13 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
         there = [x for c, x in zip(full["compat"], full["energy"]) if all(dict(c[0])[t] == v for t, v in k)]
         least = min((x for x in there if x <= beta), default=None)
         want[k] = None if least is None else max(budget, least)
-    pairs = 0
+    pairs = level_pairs = 0
     if mirrored:
         image = {k: tuple(sorted((("B" if t == "A" else "A"), c) for t, c in k)) for k in keys}  # m, p at 0 in A, B
         pairs = sum(image[k] != k and image[k] in keys for k in keys) // 2
+        levels = {tuple(sorted((t, level) for t, (level, _) in k)) for k in keys}  # backing groups: levels swapped
+        level_pairs = sum(len({lv for _, lv in g}) > 1 and tuple(sorted(zip(("A", "B"), (g[1][1], g[0][1])))) in levels
+                          for g in levels) // 2
     # one key at a time; grouped; grouped again, answered by a grouped search within larger β;
     # grouped by backing levels; one key at a time, answered by those within larger β
     searched: dict = {}
@@ -327,8 +331,8 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
         got = search_keys("Z", betas, budget, workload, arch, searched=reuse, workers=1, group_above=group_above,
                           by_backing=by_backing)
         assert reuse is None or got.reused == got.searches, (got.reused, got.searches)
-        assert got.mirrored == (pairs if group_above and by_backing == never and reuse is None else 0), \
-            (got.mirrored, pairs)
+        assert got.mirrored == (pairs if group_above and by_backing == never and reuse is None else
+                                level_pairs if by_backing == 0 and reuse is None else 0), (got.mirrored, pairs, level_pairs)
         if by_backing == 0 or reuse is by_levels:  # one search per backing assignment
             assert got.searches == len({tuple(level for _, (level, _) in k) for k in keys}), got.searches
         assert got.floors.keys() == want.keys()
@@ -345,6 +349,7 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
         assert got.reused == got.searches and got.floors == search_keys(
             "Z", betas, budget, workload, arch, workers=1, group_above=len(keys)).floors
         _bump("mirror-image pairs", pairs)
+        _bump("mirror-image backing groups", level_pairs)
     _bump("checked")
     _bump("keys", len(keys))
 

@@ -14,6 +14,7 @@ import pmapgen.prefixes as prefixes
 from pmapgen.constraints import Constraints
 from pmapgen.prefixes import _Search, generate_by_prefixes
 from pmapgen.symmetry import key_mirror, mirror_result
+from ffm.refine import mirror_key
 from tests.strategies import arch_specs_
 from tests.test_pmapgen import OBJECTIVES, frontier
 
@@ -108,6 +109,38 @@ def mirrored_key_search_is_the_mirror_image(w, a, quantile, pick):
     assert frontier(got[0], ("energy",)) == frontier(there[0], ("energy",))
     assert all(dict(k[0])["A"] == image["A"] and dict(k[0])["B"] == image["B"] for k in got[0]["compat"])
     assert got[2].complete and got[2].lower_bound == here[2].lower_bound
+
+
+def mirrored_backing_search_is_the_mirror_image(w, a, quantile, pick):
+    """A search with only A's and B's backing levels fixed (a backing group of the energy
+    proof's keyed searches, `ffm.refine.backing_group`) gives, mirrored, the frontier of the
+    search at the mirrored levels, in every compatibility group, within a budget too; and
+    `ffm.refine.mirror_key` names that group as the image."""
+    full = without_mirror("Z", w, a, objectives=("energy",))
+    mirror = key_mirror("Z", w, a, Constraints())
+    assert not full[0].empty and mirror is not None
+    c_t = dict(full[0]["compat"].iloc[pick % len(full[0])][0])
+    levels = {"A": c_t["A"][0], "B": c_t["B"][0]}
+    if pick % 2:  # levels no single row gives, as often as not
+        names = [m.name for m in a.memories]
+        levels["B"] = names[(names.index(levels["B"]) + 1) % len(names)]
+    here_c = Constraints(backing={t: (lv,) for t, lv in levels.items()})
+    there_c = Constraints(backing={"A": (levels["B"],), "B": (levels["A"],)})
+    group = tuple(sorted((t, (lv, None)) for t, lv in levels.items()))
+    image = tuple(sorted((t, (lv, None)) for t, lv in {"A": levels["B"], "B": levels["A"]}.items()))
+    assert mirror_key(mirror, w.einsum("Z"), group, ["members"]) == (None if image == group else image)
+    budget = None if quantile is None else float(np.quantile(full[0]["energy"], quantile))
+    here = generate_by_prefixes("Z", w, a, here_c, ("energy",), budget=budget)
+    there = generate_by_prefixes("Z", w, a, there_c, ("energy",), budget=budget)
+    got = mirror_result(here, mirror, "Z", w, a, ("energy",), here_c)
+    assert frontier(got[0], ("energy",)) == frontier(there[0], ("energy",))
+    assert got[2].complete
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(mirrored_problems(produced=True), st.sampled_from([None, 0.5]), st.integers(0, 1000))
+def test_a_backing_group_search_mirrored_is_the_search_at_the_mirrored_levels(problem, quantile, pick):
+    mirrored_backing_search_is_the_mirror_image(*problem, quantile, pick)
 
 
 @settings(max_examples=10, **SETTINGS)
