@@ -32,6 +32,8 @@ topological order. `--uniform-slack` runs every Einsum within its uniform budget
 (`ffm.slack.slack_budgets`; far slower). The searches run in worker processes, identical
 Einsums once: the peak memory column is the largest worker's so far, and the total wall
 is both steps'. E.g. `--prefixes --slack-of 125.64 --objectives energy --shapes 0`.
+`--slack-of auto` takes U from `ffm.map`'s energy result first (at batch 1, its proven
+optimum in about 35 s), and prints how long that took.
 
 Otherwise each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
@@ -46,6 +48,7 @@ import resource
 import time
 
 import arch as arch_specs
+import ffm
 import workloads
 from ffm.budgets import PROOF_ROWS
 from ffm.slack import slack_budgets, slack_tables
@@ -62,6 +65,17 @@ def peak_mib() -> float:
 
 def children_peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+
+def mapper_bound(w, a) -> float:
+    """`--slack-of auto`: U (pJ) is the energy of `ffm.map`'s result, run as `python -m ffm.map`
+    runs it (60 s per Einsum, its energy proof first)."""
+    start = time.perf_counter()
+    got = ffm.map(w, a, objective="energy", progress=False, time_limit=60.0)
+    energy = got.evaluation.energy_pJ
+    print(f"U from ffm.map: {energy / 1e9:.6f} mJ ({'proven optimal' if got.stats.complete else 'not proven'}) "
+          f"in {time.perf_counter() - start:.1f} s, this process {peak_mib():.0f} MiB")
+    return energy
 
 
 def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, uniform: bool) -> None:
@@ -83,11 +97,16 @@ def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, unifor
                              einsums=tuple(einsums))
         how = {e: "" for e in found}
     else:
-        keyed = slack_tables(w, a, bound, lows, time_limit=time_limit, max_rows=PROOF_ROWS)
+        keyed = slack_tables(w, a, bound, lows, time_limit=time_limit, max_rows=PROOF_ROWS,
+                             deadline=start + time_limit * len(w.einsum_names))  # the Einsums' limits together
         found = {e: r for e, r in keyed.results.items() if e in einsums}
-        how = {e: f"; {keyed.keys[e]} keys, {keyed.searches[e]} searches (rest {keyed.rest_seconds[e]:.1f} s)"
-               if keyed.keys[e] > 1 or keyed.searches[e] > 1 else "; uniform budget" for e in found}
+        how = {e: "; uniform budget" if e in keyed.uniform else
+               f"; {keyed.keys[e]} keys, {keyed.searches[e]} searches (rest {keyed.rest_seconds[e]:.1f} s)"
+               for e in found}
     wall = time.perf_counter() - start
+    if not uniform:
+        print(f"uniform budgets first (the probe, {keyed.probe_seconds:.1f} s wall): complete for "
+              f"{', '.join(keyed.uniform) or 'none'}; the others keyed")
     for e, (_, _, st) in found.items():
         status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by or 'a keyed search cut short'})"
         print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{children_peak_mib():>10.0f}  "
@@ -109,8 +128,9 @@ def main() -> None:
                         help="with --prefixes: budgets rise from the floor (to --budget-factor's ceiling, if given)")
     parser.add_argument("--budget-mj", type=float, help="with --prefixes: a fixed energy budget in mJ")
     parser.add_argument("--objectives", default="energy,latency", help="comma-separated (default energy,latency)")
-    parser.add_argument("--slack-of", type=float, metavar="U_MJ",
-                        help="with --prefixes: every Einsum within U minus the others' minima (mJ; see above)")
+    parser.add_argument("--slack-of", metavar="U_MJ",
+                        help="with --prefixes: every pmapping of every mapping of energy at most U (mJ, or 'auto': "
+                             "the energy of ffm.map's result; see above)")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (no keys)")
     args = parser.parse_args()
@@ -129,7 +149,7 @@ def main() -> None:
               f"per Einsum")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
         if args.slack_of is not None:
-            slack_run(w, a, args.slack_of * 1e9, args.einsums or w.einsum_names, objectives, args.time_limit,
+            slack_run(w, a, mapper_bound(w, a) if args.slack_of == "auto" else float(args.slack_of) * 1e9, args.einsums or w.einsum_names, objectives, args.time_limit,
                       args.uniform_slack)
             continue
         total = time.perf_counter()

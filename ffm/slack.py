@@ -63,43 +63,53 @@ class SlackTables:
     keys: dict[str, int]
     searches: dict[str, int]
     rest_seconds: dict[str, float]
+    probe_seconds: float = 0.0  # the uniform budgets' searches (the probe), wall
+    uniform: tuple[str, ...] = ()  # the Einsums whose tables are their uniform budgets' (the rest keyed)
 
     @property
     def incomplete(self) -> tuple[str, ...]:
         return tuple(e for e, r in self.results.items() if not r[2].complete)
 
 
-PROBE = 3.0  # seconds: `slack_tables` first tries each Einsum within its uniform budget this long
+# seconds: `slack_tables` first tries each Einsum within its uniform budget this long. At gpt3
+# batch 1 the four that complete take 1.4 to 2.9 s each (FFA the longest), two at a time;
+# with FFA missed, V's, QK's and AV's keyed budgets lose FFA and FFB's joint cost and the
+# tables take 122 s instead of about 40 (docs/pmapgen.md, "Keyed budgets")
+PROBE = 4.0
 
 
 def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str, float],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = False, max_rows: int | None = None,
-                 probe: float = PROBE, uniform: tuple[str, ...] | None = None) -> SlackTables:
+                 probe: float = PROBE, uniform: tuple[str, ...] | None = None,
+                 deadline: float | None = None) -> SlackTables:
     """Every Einsum's pmappings within its budgets (module docstring) for U = `bound` (pJ,
     the energy of a valid mapping) and each Einsum's minimum energy `minima`: tables
     holding, up to dominance within compatibility groups, every pmapping of every mapping
     of energy at most U, and so every pmapping an energy-optimal mapping could use.
 
     First every Einsum is searched within its uniform budget (`slack_budgets`) for `probe`
-    seconds; those that complete keep that table (at batch 1, I, QK_softmax, FFA and FFB in
-    3 s each) and join the rest of every keyed search, so the later Einsums count there at
+    seconds (`PROBE`); those that complete keep that table (at batch 1, I, QK_softmax, FFA
+    and FFB, in under 3 s each) and join the rest of every keyed search, so the later Einsums count there at
     their joint cost (FFA and FFB together cost 1.40 mJ more than their minima), not at
     their minima. The others (V, K, Q, QK, AV and Z there, each over 90 s) are then searched
     by key in topological order. `uniform` names the Einsums to search within their uniform
     budgets instead, with no probe (the rest keyed); `probe=0` keys every Einsum. Each
-    keyed search gets `time_limit` seconds and `max_rows` waiting rows; identical Einsums
-    (V, K, Q) share their searches (`generate_all`, `search_keys`' `searched`)."""
+    keyed search gets `time_limit` seconds and `max_rows` waiting rows, and none starts after
+    `deadline` (a `time.perf_counter()` value; an Einsum cut so is incomplete); identical
+    Einsums (V, K, Q) share their searches (`generate_all`, `search_keys`' `searched`)."""
     names = workload.einsum_names
     limit = bound * (1 + RTOL)
     first = names if uniform is None else tuple(uniform)
     if uniform is None and probe <= 0:
         first = ()
     budgets = slack_budgets(minima, limit)
+    start = time.perf_counter()
     pre = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
                        time_limit=probe if uniform is None else time_limit, budgets={e: budgets[e] for e in first},
                        desc="slack: uniform budgets", einsums=first, max_rows=max_rows,
                        split=uniform is not None) if first else {}
+    probe_seconds = time.perf_counter() - start
     results = {e: r for e, r in pre.items() if r[2].complete}
     tables = {e: r[0] for e, r in results.items()}  # the complete tables so far: the rest of each keyed search
     keys = {e: 1 for e in results}
@@ -117,7 +127,7 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         betas = {k: limit - r - later for k, r in rests.items()}
         keys[e] = len(betas)
         ks = search_keys(e, betas, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
-                         workers=workers, progress=progress, desc=f"slack: {e}", max_rows=max_rows)
+                         deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}", max_rows=max_rows)
         searches[e] = ks.searches
         parts = [{e: (table[within_betas(table, betas)], templates, stats)}
                  for table, templates, stats in ks.results.values() if len(table)]
@@ -127,4 +137,5 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
             time.perf_counter() - start, budget=max(betas.values(), default=-math.inf)))
         if complete:
             tables[e] = table
-    return SlackTables({e: results[e] for e in names}, bound, dict(minima), keys, searches, rest_seconds)
+    return SlackTables({e: results[e] for e in names}, bound, dict(minima), keys, searches, rest_seconds,
+                       probe_seconds, tuple(e for e in names if e in pre and pre[e][2].complete))

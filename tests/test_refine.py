@@ -332,7 +332,8 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
                           by_backing=by_backing)
         assert reuse is None or got.reused == got.searches, (got.reused, got.searches)
         assert got.mirrored == (pairs if group_above and by_backing == never and reuse is None else
-                                level_pairs if by_backing == 0 and reuse is None else 0), (got.mirrored, pairs, level_pairs)
+                                level_pairs if by_backing == 0 and reuse is None else 0), \
+            (got.mirrored, pairs, level_pairs)
         if by_backing == 0 or reuse is by_levels:  # one search per backing assignment
             assert got.searches == len({tuple(level for _, (level, _) in k) for k in keys}), got.searches
         assert got.floors.keys() == want.keys()
