@@ -7,21 +7,24 @@ any mapping M of energy at most U, Einsum e's pmapping costs at most U minus wha
 other Einsums cost in M, and each of those costs at least its minimum m_o:
 
 - **uniform budgets** (`slack_budgets`): U minus the sum of the others' minima;
-- **keyed budgets** (`slack_tables`): the Einsums in topological order, each searched per
-  key c (the c_T of its inputs) that the Einsums before it can give it, within
-  β_e(c) = U - R_e(c) - (the minima of the Einsums after it), R_e(c) the least energy of
-  a mapping of the Einsums before it that gives e's inputs c (`ffm.refine.rest_by_key`
-  over their tables). By induction those tables hold, for every such M, a row of the
-  same compatibility group dominating M's pmapping, so R_e(c) is at most what they cost
-  in M; hence e's pmapping in M costs at most β_e(c) at the c M gives it, and the search
-  at c within β_e(c) (`ffm.refine.search_keys`) holds it or a row dominating it. The
-  rows kept are those within their own key's β, so e's table dominates M's pmapping
-  too, which carries the induction on.
+- **keyed budgets** (`slack_tables`): the Einsums searched one after the other, each per
+  key c (the c_T of its inputs) that the Einsums already searched can give it, within
+  β_e(c) = U - R_e(c) - (the minima of the Einsums not yet searched), R_e(c) the least
+  energy of a mapping of the Einsums already searched that gives e's inputs c
+  (`ffm.refine.rest_by_key` over their tables). Those are the ones a short probe completed
+  within their uniform budgets, then the others in topological order. By induction those
+  tables hold, for every such M, a row of the same compatibility group dominating M's
+  pmapping, so R_e(c) is at most what they cost in M; hence e's pmapping in M costs at
+  most β_e(c) at the c M gives it, and the search at c within β_e(c)
+  (`ffm.refine.search_keys`) holds it or a row dominating it. The rows kept are those
+  within their own key's β, so e's table dominates M's pmapping too, which carries the
+  induction on.
 
-The keyed budgets are far tighter where the inputs come unfused from the backing store
-(an unfused producer costs more than its fused minimum) and most keys no pmapping of e can
-give, which a quick search shows: at gpt3 batch 1 the keyed tables take 41 s where the
-uniform ones took 238 (docs/pmapgen.md).
+The keyed budgets are far tighter: the Einsums already searched count at what they cost
+together at the key they give (FFA and FFB together cost 1.40 mJ more than their minima at
+gpt3 batch 1), an unfused input's producer costs more than its fused minimum, and most keys
+no pmapping of e can give, which a quick search shows. At gpt3 batch 1 the keyed tables
+take about 45 s where the uniform ones took 245 (docs/pmapgen.md, "Keyed budgets").
 """
 from __future__ import annotations
 
@@ -52,11 +55,13 @@ def slack_budgets(minima: dict[str, float], bound: float) -> dict[str, float]:
 @dataclass(frozen=True)
 class SlackTables:
     """`slack_tables`' result: per Einsum (table, templates, Stats) `generate_all`-style, the
-    table holding its pmappings within their key's β; `keys` counts the keys the Einsums
-    before it can give it within U, `searches` the keyed searches run or answered for them,
-    `rest_seconds` the time spent joining those Einsums' tables per key. An Einsum with a
-    search cut short (its time limit or `max_rows`) has `Stats.complete` False, and counts
-    at its minimum for the Einsums after it."""
+    table holding its pmappings within their key's β (or its uniform budget: `uniform`);
+    `keys` counts the keys the Einsums searched before it can give it within U, `searches`
+    the keyed searches run or answered for them, `rest_seconds` the time spent joining
+    those Einsums' tables per key. An Einsum with a search cut short (its time limit,
+    `max_rows` or the deadline) has `Stats.complete` False, and counts at its minimum for
+    the Einsums after it. Its Stats count the prefixes and rows of the searches run for it
+    (none for K and Q at gpt3, which V's searches answer)."""
     results: dict[str, tuple[pd.DataFrame, list, Stats]]
     bound: float
     minima: dict[str, float]
@@ -127,14 +132,16 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         betas = {k: limit - r - later for k, r in rests.items()}
         keys[e] = len(betas)
         ks = search_keys(e, betas, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
-                         deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}", max_rows=max_rows)
+                         deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}",
+                         max_rows=max_rows)
         searches[e] = ks.searches
         parts = [{e: (table[within_betas(table, betas)], templates, stats)}
                  for table, templates, stats in ks.results.values() if len(table)]
         table, templates, _ = union(*parts)[e] if parts else (pd.DataFrame(), [], None)
         complete = not ks.cut
-        results[e] = (table, templates, Stats(ks.explored, ks.evaluated, len(table), complete,
-            time.perf_counter() - start, budget=max(betas.values(), default=-math.inf)))
+        stats = Stats(ks.explored, ks.evaluated, len(table), complete, time.perf_counter() - start,
+                      budget=max(betas.values(), default=-math.inf))
+        results[e] = (table, templates, stats)
         if complete:
             tables[e] = table
     return SlackTables({e: results[e] for e in names}, bound, dict(minima), keys, searches, rest_seconds,
