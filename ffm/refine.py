@@ -56,6 +56,7 @@ from ffm.wildcards import cut_keys
 from pmapgen import Constraints
 from pmapgen.all_einsums import Workers, rename, signature, split_searches, union
 from pmapgen.generate import ROW_LIMIT
+from pmapgen.key_budgets import KeyBudgets
 from pmapgen.symmetry import key_mirror, mirror_result
 from pmapgen.turn import TURN
 from workloads.model import Workload
@@ -289,7 +290,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
                 time_limit: float | None = None, deadline: float | None = None, workers: int | None = None,
                 progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches",
                 split: bool = False, max_rows: int | None = None, kept: Workers | None = None,
-                by_backing: int = BACKING_GROUP_FROM) -> KeyedSearches:
+                by_backing: int = BACKING_GROUP_FROM, own_budgets: bool = False) -> KeyedSearches:
     """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
     inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
     (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s,
@@ -308,17 +309,29 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     `max_rows` cuts a search short like its time limit once that many partial rows wait.
     `kept` runs the searches in those workers (`pmapgen.all_einsums.Workers`), not fresh ones.
     `by_backing`: keys sharing their backing levels are searched as one group from this many
-    per tagged tensor (`key_groups`)."""
+    per tagged tensor (`key_groups`). `own_budgets` holds each key of a group to its own β
+    in the group's search (`pmapgen.key_budgets`), not to the group's largest: at batch 1,
+    AV's search with QK_softmax and V in the LocalBuffer took 0.7 s instead of 3.2; the
+    group a mirror image answers (`mirror_key`) holds the image's keys, mirrored, too."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
+    held: dict = {}  # group -> {key: β} its search holds each key to (`own_budgets`)
 
     def keyed(group: tuple) -> Constraints:  # a c_T without loops (`backing_group`) fixes only the level
         fixed = {t: ct for t, ct in group if ct[1] is not None}
         levels = {t: (ct[0],) for t, ct in group if ct[1] is None}
-        return replace(base, tensor_keys={**base.tensor_keys, **fixed}, backing={**base.backing, **levels})
+        return replace(base, tensor_keys={**base.tensor_keys, **fixed}, backing={**base.backing, **levels},
+                       key_budgets=KeyBudgets.of(held[group]) if group in held else None)
+
+    def sig_of(group: tuple) -> tuple:  # what `searched` files a search under: its budgets go with it
+        return signature(e, workload, replace(keyed(group), key_budgets=None))
+
+    def need(group: tuple) -> dict:  # {key: β} a search must cover to answer `group`
+        return held.get(group) or {k: betas[k] for k in groups[group]}
 
     def known(group: tuple) -> float:
-        return searched.get(signature(e, workload, keyed(group)), (-math.inf,))[0]
+        bound = searched.get(sig_of(group), (-math.inf,))[0]
+        return -math.inf if isinstance(bound, dict) else bound
 
     groups = key_groups(betas, group_above, known, by_backing)
     mirror = None if base.tensor_keys else key_mirror(e, workload, arch, base)
@@ -329,7 +342,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
 
     def reuse(group: tuple, beta: float) -> bool:  # answered by a complete search within β at least?
         sig = sigs[e, group]
-        if sig not in searched or searched[sig][0] < beta * (1 - RTOL):  # (β equal up to summation order)
+        if sig not in searched or not _covers(searched[sig][0], need(group)):
             return False
         _, src, (table, templates, stats) = searched[sig]
         if src != e:
@@ -341,15 +354,18 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     def job(group: tuple, beta: float) -> tuple:
         return (e, group), (e, workload, arch, keyed(group), ("energy",), time_limit, beta, False, max_rows)
 
-    for group, members in sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1])):
-        beta = max(betas[k] for k in members)
-        sigs[e, group] = sig = signature(e, workload, keyed(group))
+    order = sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1]))
+    if own_budgets:
+        held.update(_held_budgets(e, order, betas, mirror, workload))
+    for group, members in order:
+        beta = max(held[group].values()) if group in held else max(betas[k] for k in members)
+        sigs[e, group] = sig = sig_of(group)
         if reuse(group, beta):
             reused += 1
         elif group in images:  # its mirror image came first, so within a β at least its own
             mirrored += 1
             continue
-        elif sig in _RUNNING and _RUNNING[sig][0] >= beta * (1 - RTOL):
+        elif sig in _RUNNING and _covers(_RUNNING[sig][0], need(group)):
             theirs.append((group, beta))
         else:
             jobs.append(job(group, beta))
@@ -373,7 +389,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
             continue
         done[e, image] = res = mirror_result(src, mirror, e, workload, arch, ("energy",), keyed(group))
         if res[2].complete:
-            searched[sigs[e, image]] = (max(betas[k] for k in groups[group]), e, res)
+            searched[sigs[e, image]] = ({k: betas[k] for k in groups[image]} if group in held else
+                                        max(betas[k] for k in groups[group]), e, res)
     for group, members in groups.items():
         res = done.get((e, group))
         if res is None:  # not started: the deadline
@@ -400,6 +417,43 @@ _DONE = threading.Event()
 _DONE.set()
 
 
+def _bound(args: tuple) -> float | dict:
+    """What a keyed search's job holds its rows to: its budget, or {key: β} with key budgets."""
+    budgets = args[3].key_budgets
+    return args[6] if budgets is None else dict(budgets.items)
+
+
+def _covers(bound: float | dict, need: dict) -> bool:
+    """Whether a complete search within `bound` (`_bound`) answers the keys of `need`
+    ({key: β}) each within its β (β equal up to summation order)."""
+    if not isinstance(bound, dict):
+        return bound >= max(need.values()) * (1 - RTOL)
+    return all(bound.get(k, -math.inf) >= b * (1 - RTOL) for k, b in need.items())
+
+
+def _held_budgets(e: str, order: list, betas: dict, mirror, workload: Workload) -> dict:
+    """`search_keys`' `own_budgets`: per group of several keys (in `order`, the groups
+    by falling β), the β its search holds each key to: its own keys', and those of the
+    mirror image it answers, mirrored (the pairing `search_keys` makes: a group and the
+    image after it in that order)."""
+    held, answered = {}, set()
+    einsum = workload.einsum(e)
+    groups, at = dict(order), {group: i for i, (group, _) in enumerate(order)}
+    for i, (group, members) in enumerate(order):
+        if group in answered:
+            continue
+        own = {k: betas[k] for k in members}
+        image = mirror_key(mirror, einsum, group, members)
+        if image is not None and image == backing_group(image) and at.get(image, -1) > i:
+            answered.add(image)
+            for k in groups[image]:
+                mk = tuple(sorted(mirror.tensor_keys(einsum, dict(k)).items()))
+                own[mk] = max(own.get(mk, -math.inf), betas[k])
+        if len(own) > 1:
+            held[group] = own
+    return held
+
+
 def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, progress: bool, desc: str,
                deadline: float | None, split: bool, kept: Workers | None) -> dict:
     """`search_keys`' searches `jobs`, recorded in `searched` where complete. While they
@@ -409,7 +463,7 @@ def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, prog
     if not jobs:
         return {}
     jobs = sorted(jobs, key=lambda job: _fixed_loops(job[0][1]))  # stable: by β within
-    mine = {sigs[key]: (args[6], threading.Event()) for key, args in jobs}
+    mine = {sigs[key]: (_bound(args), threading.Event()) for key, args in jobs}
     mine = {sig: held for sig, held in mine.items() if sig not in _RUNNING}
     _RUNNING.update(mine)
     try:
@@ -417,7 +471,7 @@ def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, prog
                              split=None if split else (lambda key: _fixed_loops(key[1]) == 0), kept=kept)
         for key, args in jobs:
             if key in ran and ran[key][2].complete:
-                searched[sigs[key]] = (args[6], key[0], ran[key])
+                searched[sigs[key]] = (_bound(args), key[0], ran[key])
     finally:
         for sig, (_, done) in mine.items():
             _RUNNING.pop(sig, None)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from arch.model import Arch
-from ffm.refine import rest_by_key, search_keys, within_betas
+from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
 from pmapgen import Constraints, Stats
 from pmapgen.all_einsums import generate_all, union
 from workloads.model import Workload
@@ -87,7 +87,7 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = False, max_rows: int | None = None,
                  probe: float = PROBE, uniform: tuple[str, ...] | None = None,
-                 deadline: float | None = None) -> SlackTables:
+                 deadline: float | None = None, by_backing: int = BACKING_GROUP_FROM) -> SlackTables:
     """Every Einsum's pmappings within its budgets (module docstring) for U = `bound` (pJ,
     the energy of a valid mapping) and each Einsum's minimum energy `minima`: tables
     holding, up to dominance within compatibility groups, every pmapping of every mapping
@@ -102,7 +102,10 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     budgets instead, with no probe (the rest keyed); `probe=0` keys every Einsum. Each
     keyed search gets `time_limit` seconds and `max_rows` waiting rows, and none starts after
     `deadline` (a `time.perf_counter()` value; an Einsum cut so is incomplete); identical
-    Einsums (V, K, Q) share their searches (`generate_all`, `search_keys`' `searched`)."""
+    Einsums (V, K, Q) share their searches (`generate_all`, `search_keys`' `searched`).
+    Keys sharing their backing levels are searched as one group from `by_backing` per
+    tagged tensor (`search_keys`), each key held to its own β in that search
+    (`pmapgen.key_budgets`)."""
     names = workload.einsum_names
     limit = bound * (1 + RTOL)
     first = names if uniform is None else tuple(uniform)
@@ -133,7 +136,7 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         keys[e] = len(betas)
         ks = search_keys(e, betas, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
                          deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}",
-                         max_rows=max_rows)
+                         max_rows=max_rows, by_backing=by_backing, own_budgets=True)
         searches[e] = ks.searches
         parts = [{e: (table[within_betas(table, betas)], templates, stats)}
                  for table, templates, stats in ks.results.values() if len(table)]

@@ -58,7 +58,8 @@ def _unnamed(c: Constraints | None, e) -> Constraints | None:
                    spatial={d: rank_set(v) for d, v in sorted(c.spatial.items())},
                    loop_order=tuple(map(r, c.loop_order)),
                    tiles=dict(sorted((r(x), tuple(sorted(v))) for x, v in c.tiles.items())), key=key,
-                   tensor_keys=dict(sorted((t(x), v) for x, v in c.tensor_keys.items())))
+                   tensor_keys=dict(sorted((t(x), v) for x, v in c.tensor_keys.items())),
+                   key_budgets=None if c.key_budgets is None else c.key_budgets.renamed(t))
 
 
 def _renaming(src: str, dst: str, workload: Workload) -> tuple[dict, dict]:

@@ -23,6 +23,9 @@ class Constraints:
         value; `pmapgen.fixed_key`); None: any.
     tensor_keys: shared tensor -> the c_T every pmapping must give it (a part of `key`:
         (backing level, loops above it), as `looptree.validate.compatibility` gives it).
+    key_budgets: a budgeted prefix search's energy budget per combination of c_T of chosen
+        shared tensors (`pmapgen.key_budgets.KeyBudgets`): a partial pmapping is held to
+        the largest budget of those it may still end at; None: the search's one budget.
     """
     backing: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fusable_ranks: frozenset[str] | None = None
@@ -34,6 +37,7 @@ class Constraints:
     max_spatial_per_level: int = 8
     key: tuple | None = None
     tensor_keys: dict[str, tuple] = field(default_factory=dict)
+    key_budgets: "KeyBudgets | None" = None
 
     def backing_allowed(self, tensor: str, level: str) -> bool:
         return tensor not in self.backing or level in self.backing[tensor]

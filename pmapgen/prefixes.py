@@ -46,6 +46,7 @@ from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints
 from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tile_checks, tensors_ok, tiles_ok, within_tiles
 from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
+from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
@@ -160,6 +161,9 @@ class _Search:
         self.fixed_tensors = fixed_tensors(constraints.tensor_keys, einsum, workload, arch, unit) \
             if constraints.tensor_keys else None
         self.keyed = self.fixed is not None or self.fixed_tensors is not None
+        # per-key budgets: each row's bound is its `kb` column (`pmapgen.key_budgets`)
+        self.key_lookup = None if constraints.key_budgets is None or budget is None else \
+            KeyLookup(constraints.key_budgets, einsum, workload, arch, unit)
         self._in_key: dict = {}  # (Key.fused, F) -> whether it may still end with the fixed key and c_T
         self.allowed = constraints.tiles
         self.ranks = list(self.sp.relevance)
@@ -182,7 +186,8 @@ class _Search:
         self.done: list[tuple[Key, int, dict]] = []
         self._move_lists: dict = {}  # Prefix -> `_moves`
         # what `_moves` depends on: the space (tensor_keys and key only narrow it, `narrowed`), capacities, bits
-        self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={}))),
+        self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={},
+                                                                     key_budgets=None))),
                            arch, unit, tuple(workload.tensors[t].bits for t in self.e.tensors))
         if len(_SHARED_MEMOS) >= SHARED_FLOORS and self._space_key not in _SHARED_MEMOS:
             _SHARED_MEMOS.clear()
@@ -296,7 +301,7 @@ class _Search:
         if self.budget is not None and not checked:
             floor = self._floor(key.prefix, cols)
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
-            ok = floor <= self.budget * (1 + BUDGET_RTOL)
+            ok = floor <= cols.get("kb", self.budget) * (1 + BUDGET_RTOL)
             if not ok.all():
                 self._cut(floor[~ok])
                 cols, tiles, n = _rows(cols, ok), tiles[ok], int(ok.sum())
@@ -599,7 +604,7 @@ class _Search:
                              self._plan(prefix), threshold, monotone)
         if len(floor):
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
-        ok = floor <= threshold
+        ok = floor <= (threshold if "kb" not in cols else cols["kb"][rows] * (1 + BUDGET_RTOL))
         self._cut(floor[~ok])
         return rows[ok], [b[ok] for b in bounds]
 
@@ -610,7 +615,7 @@ class _Search:
         enumerated. At batch 1 QK's spatial groups offer 34 M choices and 8 k are within."""
         # (the bound is summed in floats in another order than the floors: a hair of slack)
         floor = self._box_floors(move, prefix, cols, rows)
-        ok = floor * (1 - BOX_RTOL) <= self.budget * (1 + BUDGET_RTOL)
+        ok = floor * (1 - BOX_RTOL) <= (cols["kb"][rows] if "kb" in cols else self.budget) * (1 + BUDGET_RTOL)
         self._cut(floor[~ok] * (1 - BOX_RTOL))
         return rows[ok]
 
@@ -719,7 +724,20 @@ class _Search:
               for t in sorted(pending)}
         if root:
             lt = {t: 0 for t in sorted(pending)}
+        if self.key_lookup is not None and (root or any(ev[1] in self.key_lookup.tensors for ev in events)):
+            out["kb"] = self._key_budgets(out)  # c_T placed: the row's keys are known
         self._push(self._key(prefix, out["sid"], depth_f, lt), rid, move, out, np.zeros((n, 0), np.int64))
+
+    def _key_budgets(self, cols: dict) -> np.ndarray:
+        """Per row, the largest budget of the keys it may still end at (`pmapgen.key_budgets`)."""
+        sids, inverse = _distinct(cols["sid"])
+        if inverse is None:
+            return self.key_lookup.budgets(self._structures[sids[0]], cols, np.arange(len(cols["sid"])))
+        out = np.empty(len(inverse))
+        for i, sid in enumerate(sids):
+            rows = np.flatnonzero(inverse == i)
+            out[rows] = self.key_lookup.budgets(self._structures[sid], cols, rows)
+        return out
 
     def _fits(self, plan: tuple, cols: dict, tiles: "_Tiles") -> np.ndarray:
         """Per storage run of `plan` (`_capacity_plan`) and row, whether the run's tiles

@@ -294,7 +294,9 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
     their backing levels (the loops above them free), or answered by grouped searches
     within larger β alike. `mirrored`: keys come in mirror-image pairs, and searched one at
     a time, one of each pair is answered by the other's search; so do backing groups, the
-    levels of A and B swapped, searched by backing."""
+    levels of A and B swapped, searched by backing. Grouped, each key is held to its own β
+    in its group's search too (`own_budgets`), and such searches within larger β answer
+    them."""
     tables = {e: generate(e, workload, arch, objectives=("energy",))[0] for e in workload.einsum_names}
     keys = rest_by_key(workload, arch, tables, ("Z",), "Z", math.inf)
     full = tables["Z"]
@@ -325,23 +327,29 @@ def check_keyed_searches(workload, arch, pick: int, mirrored: bool = False) -> N
     by_levels: dict = {}
     search_keys("Z", {k: b * 1.05 for k, b in betas.items()}, budget, workload, arch, searched=by_levels, workers=1,
                 by_backing=0)
+    own: dict = {}  # grouped by backing levels, each key within its own β (`pmapgen.key_budgets`)
+    search_keys("Z", {k: b * 1.05 for k, b in betas.items()}, budget, workload, arch, searched=own, workers=1,
+                by_backing=0, own_budgets=True)
     one_by_one, never = len(keys), math.inf
-    for group_above, by_backing, reuse in ((one_by_one, never, None), (0, never, None), (0, never, searched),
-                                           (one_by_one, 0, None), (one_by_one, never, by_levels)):
+    for group_above, by_backing, reuse, held in (
+            (one_by_one, never, None, False), (0, never, None, False), (0, never, searched, False),
+            (one_by_one, 0, None, False), (one_by_one, never, by_levels, False), (one_by_one, 0, None, True),
+            (0, never, None, True), (one_by_one, 0, own, True)):
         got = search_keys("Z", betas, budget, workload, arch, searched=reuse, workers=1, group_above=group_above,
-                          by_backing=by_backing)
+                          by_backing=by_backing, own_budgets=held)
         assert reuse is None or got.reused == got.searches, (got.reused, got.searches)
         assert got.mirrored == (pairs if group_above and by_backing == never and reuse is None else
                                 level_pairs if by_backing == 0 and reuse is None else 0), \
             (got.mirrored, pairs, level_pairs)
-        if by_backing == 0 or reuse is by_levels:  # one search per backing assignment
+        if by_backing == 0 or reuse is by_levels or reuse is own:  # one search per backing assignment
             assert got.searches == len({tuple(level for _, (level, _) in k) for k in keys}), got.searches
         assert got.floors.keys() == want.keys()
         for k, w in want.items():
             f = got.floors[k]
             assert (f is None) == (w is None) and (w is None or (f[1] and np.isclose(f[0], w, rtol=RTOL))), (k, f, w)
-        _bump("searches grouped by backing" if by_backing == 0 else
-              "searches one by one" if group_above else "searches grouped", got.searches)
+        _bump(("searches grouped by backing" if by_backing == 0 else
+               "searches one by one" if group_above else "searches grouped")
+              + (", each key within its own β" if held else ""), got.searches)
     check_side_by_side(workload, arch, betas, budget, want)
     if mirrored:  # the mirrored answers are kept for later: all of them reused
         again: dict = {}

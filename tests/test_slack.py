@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ffm.refine import BACKING_GROUP_FROM
 from ffm.search import search
 from ffm.slack import slack_budgets, slack_tables
 from pmapgen import generate, generate_all
@@ -88,7 +89,8 @@ def check_keyed_slack(workload, arch, pick: int) -> None:
     topological order: every pmapping of every mapping within the bound (a pmapping whose
     best mapping is within it) is dominated by a row of its Einsum's table in its
     compatibility group; every row is within its uniform budget; and the tables join to
-    the exhaustive optimum, rebuilt and evaluated."""
+    the exhaustive optimum, rebuilt and evaluated. For a third of the draws every key is
+    searched in its backing group, each key held to its own β there (`pmapgen.key_budgets`)."""
     if (got := exhaustive(workload, arch)) is None:
         return
     tables, optimum = got
@@ -97,7 +99,8 @@ def check_keyed_slack(workload, arch, pick: int) -> None:
     minima = {e: float(t["energy"].min()) for e, t in tables.items()}
     rng = random.Random(pick)
     uniform = tuple(e for e in order if rng.random() < 0.5) if pick % 4 else ()
-    keyed = slack_tables(workload, arch, bound, minima, workers=1, uniform=uniform)
+    by_backing = 0 if pick // 3 % 3 == 1 else BACKING_GROUP_FROM  # keys searched by backing group, each within its β
+    keyed = slack_tables(workload, arch, bound, minima, workers=1, uniform=uniform, by_backing=by_backing)
     budgets = slack_budgets(minima, bound)
     assert not keyed.incomplete and set(keyed.results) == set(order)
     for e, (table, _, _) in keyed.results.items():
@@ -118,7 +121,7 @@ def check_keyed_slack(workload, arch, pick: int) -> None:
     ev = chosen(found, {e: r[0] for e, r in keyed.results.items()}, {e: r[1] for e, r in keyed.results.items()},
                 workload, arch)
     assert np.isclose(ev.energy_pJ, optimum, rtol=RTOL)
-    _bump(f"checked, {len(uniform)} of {len(order)} uniform")
+    _bump(f"checked, {len(uniform)} of {len(order)} uniform" + (", by backing group" if by_backing == 0 else ""))
 
 
 @settings(max_examples=20, **SETTINGS)

@@ -1,0 +1,85 @@
+"""Per-key budgets within one prefix search (`pmapgen.key_budgets`): a search whose rows are
+each held to the budget of the keys (c_T of chosen input tensors) they may still end at
+keeps, of every key, every pmapping within that key's budget or one dominating it,
+checked against the exhaustive table (tests/test_search.py's oracle through
+`pmapgen.generate`) and against the same search within the largest budget alone."""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ffm.refine import within_betas
+from pmapgen import Constraints, generate
+from pmapgen.key_budgets import KeyBudgets
+from pmapgen.prefixes import generate_by_prefixes
+from tests.test_search import RTOL, SETTINGS, _bump, problems, report  # noqa: F401
+from tests.test_slack import dominated
+
+
+def _values(table, columns: list[str]) -> list:
+    """A table's rows as sortable (compat, energy, reservations) values (a reservation a row
+    does not have counts as nothing, as in `dominated`)."""
+    cols = [np.round(np.nan_to_num(table.reindex(columns=[c])[c].to_numpy(dtype=float), nan=0.0), 3)
+            for c in ["energy", *columns]]
+    return sorted(zip(map(repr, table["compat"]), *cols))
+
+
+def check_key_budgets(workload, arch, pick: int) -> None:
+    """For an Einsum with inputs other Einsums produce: keys drawn from the c_T its
+    pmappings give those inputs (and one no pmapping gives), each with a β drawn between
+    the least and the largest energy there. The search within those key budgets keeps a
+    row dominating every exhaustive pmapping at a key within its β, in its compatibility
+    group, and its rows within their key's β are those of the same search within the
+    largest β alone."""
+    rng = random.Random(pick)
+    users = [e for e in workload.einsum_names
+             if any(workload.producer(u.tensor) is not None for u in workload.einsum(e).inputs)]
+    if not users:
+        _bump("no Einsum reads another's output")
+        return
+    e = rng.choice(users)
+    tagged = sorted(u.tensor for u in workload.einsum(e).inputs if workload.producer(u.tensor) is not None)
+    truth = generate(e, workload, arch, objectives=("energy",))[0]
+    if truth.empty:
+        _bump("an Einsum with no pmapping")
+        return
+    at = [tuple((t, dict(k[0])[t]) for t in tagged) for k in truth["compat"]]
+    energy = truth["energy"].to_numpy(dtype=float)
+    betas = {}
+    for key in sorted(set(at), key=repr):
+        if rng.random() < 0.7:
+            here = energy[[k == key for k in at]]
+            betas[key] = float(rng.uniform(here.min(), here.max()))
+    if not betas:
+        _bump("no key drawn")
+        return
+    first = next(iter(betas))
+    (t0, (level, _)), rest = first[0], first[1:]
+    betas[((t0, (level, ((0, 10**6, None),))),) + rest] = float(energy.max())  # a key no pmapping gives
+    top = max(betas.values())
+    backing = {t: (ct[0],) for t, ct in first} if pick % 2 else {}  # a backing group's levels, or any
+    plain = Constraints(backing=backing)
+    keyed = replace(plain, key_budgets=KeyBudgets.of(betas))
+    got, _, stats = generate_by_prefixes(e, workload, arch, keyed, ("energy",), None, top)
+    whole, _, _ = generate_by_prefixes(e, workload, arch, plain, ("energy",), None, top)
+    assert stats.complete
+    res = sorted({c for c in (*got.columns, *whole.columns) if c.startswith(("res:", "backing:"))})
+    assert _values(got[within_betas(got, betas)], res) == _values(whole[within_betas(whole, betas)], res)
+    for i in range(len(truth)):
+        if at[i] not in betas or energy[i] > betas[at[i]] * (1 + RTOL):
+            continue
+        if backing and any(ct[0] != backing[t][0] for t, ct in at[i]):
+            continue
+        _bump("pmappings within their key's budget")
+        assert dominated(truth.iloc[i], got), (e, truth.iloc[i]["compat"], energy[i])
+    _bump("checked")
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_a_search_within_key_budgets_keeps_every_pmapping_within_its_key_s_budget(problem, pick):
+    check_key_budgets(*problem, pick=pick)
