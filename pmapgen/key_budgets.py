@@ -69,6 +69,8 @@ class KeyLookup:
     of the keys it may still end at."""
 
     def __init__(self, budgets: KeyBudgets, einsum: str, workload: Workload, arch: Arch, unit: str):
+        if not budgets.items:
+            raise ValueError(f"key budgets for {einsum} name no key")
         self.e = workload.einsum(einsum)
         self.n_shared = sum(workload.is_shared(t) for t in self.e.tensors)
         self.tensors = budgets.tensors
