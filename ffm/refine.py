@@ -616,7 +616,7 @@ def refine(workload: Workload, arch: Arch, results: dict, budgets: dict[str, flo
                 betas[key] = beta
         ks = search_keys(e, betas, budgets[e], workload, arch, (constraints or {}).get(e), searched, time_limit,
                          deadline, workers, progress, group_above, desc=f"proof: refine {', '.join(wildcards)}: {e}",
-                         split=retry, max_rows=max_rows, kept=kept)
+                         split=retry, max_rows=max_rows, kept=kept, own_budgets=True)
         floors[e].update(ks.floors)
         got.update(ks.results)
         keys, empty, cut, rows, reused, mirrored, by_rows = (
