@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -70,6 +70,7 @@ class SlackTables:
     rest_seconds: dict[str, float]
     probe_seconds: float = 0.0  # the uniform budgets' searches (the probe), wall
     uniform: tuple[str, ...] = ()  # the Einsums whose tables are their uniform budgets' (the rest keyed)
+    betas: dict = field(default_factory=dict)  # keyed Einsum -> {key: β} its searches held its keys to
 
     @property
     def incomplete(self) -> tuple[str, ...]:
@@ -124,6 +125,7 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     searches = dict(keys)
     rest_seconds = {e: 0.0 for e in results}
     searched: dict = {}
+    held: dict = {}
     for e in names:
         if e in results:
             continue
@@ -133,7 +135,7 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         rests = rest_by_key(workload, arch, tables, free, e, limit - later - minima[e] * (1 - RTOL))
         rest_seconds[e] = time.perf_counter() - start
         betas = {k: limit - r - later for k, r in rests.items()}
-        keys[e] = len(betas)
+        keys[e], held[e] = len(betas), betas
         ks = search_keys(e, betas, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
                          deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}",
                          max_rows=max_rows, by_backing=by_backing, own_budgets=True)
@@ -148,4 +150,4 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         if complete:
             tables[e] = table
     return SlackTables({e: results[e] for e in names}, bound, dict(minima), keys, searches, rest_seconds,
-                       probe_seconds, tuple(e for e in names if e in pre and pre[e][2].complete))
+                       probe_seconds, tuple(e for e in names if e in pre and pre[e][2].complete), held)
