@@ -91,7 +91,7 @@ def _search(args) -> tuple:
     if budget is not None and rising:
         return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit,
                                           max_rows)
-    if budget is None:
+    if budget is None and (constraints is None or constraints.latency_budget is None):
         return generate(einsum, workload, arch, constraints, objectives, time_limit)
     return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
 
@@ -277,7 +277,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                        default=None) for rep in unique}
     jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows))
             for e in unique]
-    if budgets and not rising and workers != 1 and split:
+    budgeted = budgets or any(c is not None and c.latency_budget is not None for c in constraints.values())
+    if budgeted and not rising and workers != 1 and split:
         results = split_searches(jobs, workers, progress, desc, stop_when_incomplete, costs=costs)
     else:
         results = run_searches(jobs, workers, progress, desc, stop_when_incomplete)
@@ -371,7 +372,7 @@ def _merge(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]
         if part_templates and not st.stopped_by:  # (a part that kept no row gives `result`'s empty frame)
             tables.append(table.assign(template=table["template"] + len(templates)))
         templates += part_templates
-    low = min(low, budget)
+    low = low if budget is None else min(low, budget)
     parts = tuple(0 if r is None else r[2].templates for r in got)
     if stopped_by or not tables:
         table, _, st = result(einsum, [], workload, arch, objectives, explored, evaluated, stopped_by, begin, low,

@@ -26,6 +26,10 @@ class Constraints:
     key_budgets: a budgeted prefix search's energy budget per combination of c_T of chosen
         shared tensors (`pmapgen.key_budgets.KeyBudgets`): a partial pmapping is held to
         the largest budget of those it may still end at; None: the search's one budget.
+    latency_budget: seconds every pmapping kept takes at most (needs "latency" among the
+        objectives: `check_latency_budget`). The prefix search drops a partial pmapping
+        whose latency floor is above it (`pmapgen.latency_floor`); every generator drops
+        the pmappings above it. None: no such limit.
     """
     backing: dict[str, tuple[str, ...]] = field(default_factory=dict)
     fusable_ranks: frozenset[str] | None = None
@@ -38,6 +42,7 @@ class Constraints:
     key: tuple | None = None
     tensor_keys: dict[str, tuple] = field(default_factory=dict)
     key_budgets: "KeyBudgets | None" = None
+    latency_budget: float | None = None
 
     def backing_allowed(self, tensor: str, level: str) -> bool:
         return tensor not in self.backing or level in self.backing[tensor]
@@ -56,3 +61,10 @@ class Constraints:
 
     def spatial_allowed(self, rank: str, dim: str) -> bool:
         return dim not in self.spatial or rank in self.spatial[dim]
+
+
+def check_latency_budget(constraints: Constraints, objectives) -> None:
+    """A latency budget prunes by latency, so latency must be a criterion: with energy alone,
+    a row over the budget could dominate, and so drop, one within it."""
+    if constraints.latency_budget is not None and "latency" not in objectives:
+        raise ValueError(f"Constraints.latency_budget needs 'latency' among the objectives, got {tuple(objectives)}")

@@ -28,7 +28,7 @@ from looptree.model import analyze, cost
 from looptree.nodes import Loop, Pmapping, Storage
 from looptree.validate import canonical_loops, compatibility, fused_depth
 from pmapgen.capacity import capacity_unit, tracked_levels
-from pmapgen.constraints import Constraints
+from pmapgen.constraints import Constraints, check_latency_budget
 from pmapgen.fixed_key import has_key, narrowed
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.templates import Template, templates
@@ -36,6 +36,7 @@ from pmapgen.tiles import tile_shape_chunks
 from workloads.model import Workload
 
 OBJECTIVES = ("energy", "latency")
+LATENCY_RTOL = 1e-9  # slack on a latency budget: a floor and the model may round apart
 TIME_LIMIT, ROW_LIMIT = "time limit", "row limit"  # what may cut a search short (`Stats.stopped_by`)
 
 
@@ -265,6 +266,7 @@ def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constrain
     """
     e = workload.einsum(einsum)
     constraints = narrowed(constraints)
+    check_latency_budget(constraints, objectives)
     kept: list[Rows] = []
     n_templates = n_shapes = 0
     start = time.perf_counter()
@@ -293,8 +295,15 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
            constraints: Constraints | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
     """(table, templates, Stats) from the kept rows of every template, pruned per group;
     only those with the compatibility key and c_T `constraints` fix, if any
-    (`Constraints.key`, `Constraints.tensor_keys`). `stopped_by` names the limit that cut
-    the search short ("" if it was exhaustive)."""
+    (`Constraints.key`, `Constraints.tensor_keys`) and within its latency budget, if any
+    (`Constraints.latency_budget`; latency is a criterion then, so filtering before the
+    prune keeps what filtering after would). `stopped_by` names the limit that cut the
+    search short ("" if it was exhaustive)."""
+    c = constraints or Constraints()
+    if c.latency_budget is not None:
+        kept = [r.take(np.broadcast_to(r.columns["latency"], len(r.tiles)) <= c.latency_budget * (1 + LATENCY_RTOL))
+                for r in kept]
+        kept = [r for r in kept if len(r.tiles)]
     if not kept:
         empty = pd.DataFrame(columns=["einsum", "compat", "energy", "latency", "template", "tiles"])
         return empty, [], Stats(explored, evaluated, 0, not stopped_by, time.perf_counter() - start, lower_bound,
@@ -303,7 +312,6 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
     columns = list(dict.fromkeys(c for r in kept for c in [*r.columns, "tiles", "fused_depth", "compat", "template"]))
     cut = prune_across_templates(kept, workload, arch, objectives)
     ids = [i for i, r in enumerate(cut) if len(r.tiles)]
-    c = constraints or Constraints()
     table = has_key(to_frame([cut[i] for i in ids], workload, arch, ids), c.key, c.tensor_keys)
     table = table.reindex(columns=columns).reset_index(drop=True)
     table.insert(0, "einsum", einsum)

@@ -43,11 +43,12 @@ from looptree.model import Above, after_loop, after_storage, leaf_counts, link_c
 from looptree.nodes import Loop, Storage
 from pmapgen.bounds import box_floors, child_floors, energy_floor, energy_floor_of, floor_inputs, floor_plan, loop_step
 from pmapgen.capacity import capacity_unit, tracked_levels
-from pmapgen.constraints import Constraints
+from pmapgen.constraints import Constraints, check_latency_budget
 from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tile_checks, tensors_ok, tiles_ok, within_tiles
-from pmapgen.generate import ROW_LIMIT, TIME_LIMIT
+from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
+from pmapgen.latency_floor import latency, latency_floor, latency_floor_of, used_instances
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
@@ -156,6 +157,11 @@ class _Search:
         self.e = workload.einsum(einsum)
         given = constraints  # the mirror is used only when the caller gave no constraints
         constraints = narrowed(constraints)
+        check_latency_budget(constraints, objectives)
+        # drop rows whose every completion takes longer than this (`pmapgen.latency_floor`)
+        self.latency_budget = constraints.latency_budget
+        self.latency_terms = latency_floor_of(einsum, workload, arch, unit) if self.latency else None
+        self._tops: dict = {}  # Prefix -> (`open_groups`, the tensors backed at the top level)
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
         self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
         self.fixed_tensors = fixed_tensors(constraints.tensor_keys, einsum, workload, arch, unit) \
@@ -187,7 +193,7 @@ class _Search:
         self._move_lists: dict = {}  # Prefix -> `_moves`
         # what `_moves` depends on: the space (tensor_keys and key only narrow it, `narrowed`), capacities, bits
         self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={},
-                                                                     key_budgets=None))),
+                                                                     key_budgets=None, latency_budget=None))),
                            arch, unit, tuple(workload.tensors[t].bits for t in self.e.tensors))
         if len(_SHARED_MEMOS) >= SHARED_FLOORS and self._space_key not in _SHARED_MEMOS:
             _SHARED_MEMOS.clear()
@@ -307,6 +313,12 @@ class _Search:
                 cols, tiles, n = _rows(cols, ok), tiles[ok], int(ok.sum())
                 if not n:
                     return
+        if self.latency_budget is not None:
+            ok = self._latency_floor(key.prefix, cols) <= self.latency_budget * (1 + LATENCY_RTOL)
+            if not ok.all():
+                cols, tiles, n = _rows(cols, ok), tiles[ok], int(ok.sum())
+                if not n:
+                    return
         if key not in self.incoming:
             self.incoming[key] = _Waiting([], [])
             self.order.add(key)
@@ -398,6 +410,14 @@ class _Search:
 
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
         return energy_floor(self.floor, cols, self._plan(prefix))
+
+    def _latency_floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
+        tops = self._tops.get(prefix)
+        if tops is None:
+            on_chip = dict(prefix.shared_onchip)
+            tops = self._tops[prefix] = (open_groups(self.sp, prefix),
+                                         frozenset(t for t in self.e.tensors if on_chip.get(t, 0) == 0))
+        return latency_floor(self.latency_terms, cols, *tops)
 
     def _plan(self, prefix: Prefix):
         plan = self._plans.get(prefix)
@@ -804,15 +824,8 @@ class _Search:
         unit = self.a.compute(self.unit)
         final = {"energy": out["energy"] + ops * unit.energy}
         if self.latency:
-            latency = ops / (above.instances * unit.throughput) / self.a.clock_hz * np.ones(n)
-            for k, lv in enumerate(self.path):
-                used = np.ones(n)
-                for c in out:
-                    if c.startswith("sp:") and int(c[3:]) <= k:
-                        used = used * out[c]
-                for x in port_times(self.a.memory(lv), out[f"rb:{lv}"], out[f"wb:{lv}"], used):
-                    latency = np.maximum(latency, x)
-            final["latency"] = latency
+            final["latency"] = latency(self.latency_terms, out, above.instances * np.ones(n),
+                                       used_instances(self.latency_terms, out, n))
         f = key.depth_f or 0
         final.update({f"res:{lv}:{k}": out[f"res:{lv}:{k}"] for lv in self.levels for k in range(f + 1)})
         final["ft"] = np.column_stack([out[c] for c in sorted((c for c in out if c.startswith("ft:")),

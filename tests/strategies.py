@@ -43,15 +43,19 @@ def einsum_specs(draw, max_inputs: int = 3, max_ranks: int = 4, name: str = "Z",
 
 @st.composite
 def arch_specs_(draw, min_levels: int = 2, max_levels: int = 4, fanouts: bool = True,
-                capacities=None) -> dict:
-    """An arch spec dict: 2-4 memory levels, fanouts up to 4 with multicast/reduce on or off."""
+                capacities=None, bandwidths: bool = False) -> dict:
+    """An arch spec dict: 2-4 memory levels, fanouts up to 4 with multicast/reduce on or off;
+    `bandwidths`: each level's ports (shared, read, write) limited or not, at rates that
+    make port times and compute times of small Einsums comparable (`port_limits`)."""
     n = draw(st.integers(min_levels, max_levels))
-    levels = [{"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit"}]
+    levels = [{"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+               **(draw(port_limits()) if bandwidths else {})}]
     for k in range(1, n):
         level = {"memory": f"L{k}",
                  "capacity": draw(st.sampled_from(capacities)) if capacities else "inf",
                  "read_energy": f"{draw(st.sampled_from([0.1, 0.3, 0.5]))} pJ/bit",
-                 "write_energy": f"{draw(st.sampled_from([0.1, 0.2, 0.6]))} pJ/bit"}
+                 "write_energy": f"{draw(st.sampled_from([0.1, 0.2, 0.6]))} pJ/bit",
+                 **(draw(port_limits()) if bandwidths else {})}
         if fanouts == "always" or (fanouts and draw(st.booleans())):
             dim = {"size": draw(st.integers(2, 4)), "multicast": draw(st.booleans()), "reduce": draw(st.booleans())}
             iterates = draw(st.sampled_from(["any", "any"] + ["multicast"] * dim["multicast"]
@@ -62,6 +66,15 @@ def arch_specs_(draw, min_levels: int = 2, max_levels: int = 4, fanouts: bool = 
         levels.append(level)
     levels.append({"compute": "MAC", "energy": "1 pJ", "throughput": 1})
     return {"name": "random", "clock": "1 GHz", "levels": levels}
+
+
+@st.composite
+def port_limits(draw) -> dict:
+    """Some of a level's port bandwidths (at 8 bits a value, 1 GB/s moves a value a ns, as
+    fast as one MAC at 1 GHz works)."""
+    rates = [None, None, "0.25 GB/s", "1 GB/s", "4 GB/s"]
+    got = {key: draw(st.sampled_from(rates)) for key in ("bandwidth", "read_bandwidth", "write_bandwidth")}
+    return {k: v for k, v in got.items() if v is not None}
 
 
 def _divisor_chain(draw, size: int, max_loops: int) -> list[int]:

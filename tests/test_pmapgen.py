@@ -30,9 +30,10 @@ SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 
 @st.composite
-def small_problems(draw, max_levels: int = 3):
+def small_problems(draw, max_levels: int = 3, bandwidths: bool = False):
     """A main Einsum whose output feeds a vector copy and whose first input is produced by
-    one, so both may be fused; 2-3 levels with small capacities."""
+    one, so both may be fused; 2-3 levels with small capacities (`bandwidths`: ports
+    limited, `tests.strategies.port_limits`)."""
     spec = draw(einsum_specs(max_inputs=2, max_ranks=3, sizes=(2, 3, 4)))
     main = spec["einsums"][0]
     out, rhs = main.split(" = ")
@@ -44,7 +45,8 @@ def small_problems(draw, max_levels: int = 3):
         extra.append(("post", f"Y{out[out.index('['):]} = {out}"))
     spec["einsums"] = [e for where, e in extra if where == "pre"] + [main] + [e for where, e in extra if where == "post"]
     w = workloads.load(spec)
-    a = arch_specs.load(draw(arch_specs_(max_levels=max_levels, capacities=["1 values", "16 B", "64 B", "inf"])))
+    a = arch_specs.load(draw(arch_specs_(max_levels=max_levels, capacities=["1 values", "16 B", "64 B", "inf"],
+                                         bandwidths=bandwidths)))
     return w, a
 
 
@@ -487,10 +489,12 @@ def test_the_box_bound_drops_spatial_rows_and_changes_no_result():
     assert len(cut[0]) and frontier(cut[0], ("energy",)) == frontier(whole[0], ("energy",))
 
 
-def floors_below_completions(problem) -> int:
+def floors_below_completions(problem, column: str = "energy") -> int:
     """Runs the prefix search with an infinite budget (every floor computed, nothing cut)
     and checks each surviving partial pmapping's energy floor against the final energy of
-    every pmapping the search completes from it. Returns how many pairs it checked."""
+    every pmapping the search completes from it. Returns how many pairs it checked.
+    `column="latency"`: the latency floor (`pmapgen.latency_floor`) against the final
+    latency, with no budget."""
     import math
 
     from pmapgen.constraints import Constraints
@@ -500,7 +504,8 @@ def floors_below_completions(problem) -> int:
     class Recorded(_Search):
         def _push(self, key, parent, move, cols, tiles, checked=False):
             if len(tiles):
-                for j, f in enumerate(self._floor(key.prefix, cols)):
+                got = self._floor(key.prefix, cols) if column == "energy" else self._latency_floor(key.prefix, cols)
+                for j, f in enumerate(got):
                     floors[parent, int(cols["row"][j]) if "row" in cols else 0, move, tuple(tiles[j])] = f
             super()._push(key, parent, move, cols, tiles, checked)
 
@@ -508,10 +513,10 @@ def floors_below_completions(problem) -> int:
     checked = 0
     for e in w.einsum_names:
         for unit in a.computes_for(w.einsum(e)):
-            s = Recorded(e, w, a, unit.name, Constraints(), ("energy",), math.inf)
+            s = Recorded(e, w, a, unit.name, Constraints(), (column,), math.inf if column == "energy" else None)
             s.run(None)
             for _, rid, done in s.done:
-                for j, energy in enumerate(done["energy"]):
+                for j, energy in enumerate(done[column]):
                     r, i = rid, j
                     while s.records[r].batches[0][0] is not None:
                         rec = s.records[r]
@@ -752,7 +757,7 @@ def test_structures_with_the_same_fused_events_in_another_order_share_a_key_and_
 
 
 @st.composite
-def array_problems(draw):
+def array_problems(draw, bandwidths: bool = False):
     """A matmul on three levels whose last holds one value and sits under a small systolic
     array (a dim that multicasts inputs over rank variables some input lacks, one that
     reduces the output over reduced ones; tpuv4i's shape in small): the spreads the floor
@@ -760,7 +765,8 @@ def array_problems(draw):
     m, k, n = (draw(st.sampled_from([2, 4, 8])) for _ in range(3))
     w = workloads.load({"name": "array", "rank_sizes": {"m": m, "k": k, "n": n}, "bits": 8,
                         "einsums": ["Z[m,n] = A[m,k] * B[k,n]"]})
-    spec = draw(arch_specs_(min_levels=3, max_levels=3, fanouts=False, capacities=["16 B", "32 B", "64 B", "inf"]))
+    spec = draw(arch_specs_(min_levels=3, max_levels=3, fanouts=False, capacities=["16 B", "32 B", "64 B", "inf"],
+                            bandwidths=bandwidths))
     spec["levels"][2]["capacity"] = "1 values"
     spec["levels"][2]["fanout"] = {
         "X": {"size": draw(st.sampled_from([2, 4])), "multicast": True, "reduce": False, "iterates": "multicast"},

@@ -1,0 +1,96 @@
+"""A floor on the latency of every completion of a partial pmapping (docs/pmapgen.md,
+"Latency budgets"): what `Constraints.latency_budget` cuts the prefix search with.
+
+A pmapping's latency is the max of its compute time and each level's port times
+(docs/semantics.md §6, `looptree.model.cost`), so a floor of any one term bounds it. For a
+partial pmapping (the prefix search's row):
+
+- **compute**: ops / (used instances x throughput) / clock. The instances it ends with are
+  the spatial factors placed so far (`inst`) times those still to come, and those are at
+  most the product of the fanout sizes of the groups still open (`templates.open_groups`:
+  a placed or closed group's factor is final) and at most the extents left (spatial loops
+  below split the current tile: `e:<rank>`).
+- **ports**: the bits a level's ports move only grow as nodes are placed (`rb:`, `wb:`
+  columns: each storage node adds its fills, none is taken back), over that level's
+  instances, which grow as compute's do, from the fanouts at or above it.
+- **the top level**: the tensors backed there (workload inputs and outputs, and shared
+  tensors not on chip: DESIGN §4) move each value through its ports at least once, read
+  (inputs) or written (outputs), whatever is placed below (as `ffm.latency_bound`).
+
+The floor never falls as a row grows; the test is that it is at most the latency of every
+pmapping completed from the row (tests/test_latency_floor.py)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from arch.model import Arch
+from looptree.model import port_times, start, storage_tile
+from workloads.model import Workload
+
+
+@dataclass(frozen=True)
+class LatencyFloor:
+    """What one Einsum's latency floor needs on one compute unit."""
+    compute: float  # seconds at one instance: ops / throughput / clock
+    memories: tuple  # the unit's path, top first
+    fan_sizes: dict  # fanout level index -> the product of its dims' sizes
+    ranks: tuple  # rank variables (their extents `e:<rank>` cap the spatial factors to come)
+    tops: tuple  # (tensor, is output, bits of its full tile): what the top level moves at least
+
+
+def latency_floor_of(einsum: str, workload: Workload, arch: Arch, unit: str) -> LatencyFloor:
+    e = workload.einsum(einsum)
+    ops = math.prod(workload.rank_sizes[r] for r in e.rank_variables)
+    path = arch.path(unit)
+    root = start(e, workload)
+    return LatencyFloor(ops / arch.compute(unit).throughput / arch.clock_hz, tuple(path),
+                        {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout},
+                        tuple(e.rank_variables),
+                        tuple((t, e.is_output(t), float(storage_tile(root, e, t)[0] * workload.tensors[t].bits))
+                              for t in e.tensors))
+
+
+def latency(f: LatencyFloor, cols: dict, instances: np.ndarray, used: list[np.ndarray]) -> np.ndarray:
+    """Compute time at `instances`, and each level's port times for its `rb:`/`wb:` bits over
+    `used[k]` instances (the fanouts at or above level k): the max, per row. A done row's
+    latency with its final instances; its floor with the most it may reach."""
+    out = f.compute / instances
+    for k, m in enumerate(f.memories):
+        for x in port_times(m, cols[f"rb:{m.name}"], cols[f"wb:{m.name}"], used[k]):
+            out = np.maximum(out, x)
+    return out
+
+
+def used_instances(f: LatencyFloor, cols: dict, n: int) -> list[np.ndarray]:
+    """Per level, the product of the spatial factors placed at the fanouts at or above it."""
+    out, used = [], np.ones(n)
+    for k in range(len(f.memories)):
+        if k in f.fan_sizes:
+            used = used * cols[f"sp:{k}"]
+        out.append(used)
+    return out
+
+
+def latency_floor(f: LatencyFloor, cols: dict, open_groups: frozenset, top_tensors: frozenset) -> np.ndarray:
+    """Per row, at most the latency of each pmapping completed from it (module docstring).
+    `open_groups`: the fanout levels whose spatial group may still be placed;
+    `top_tensors`: the tensors backed at the top level."""
+    n = len(cols["inst"])
+    room = np.ones(n)
+    for r in f.ranks:
+        room = room * cols[f"e:{r}"]
+    used = used_instances(f, cols, n)
+    grow, reach = 1.0, []
+    for k in range(len(f.memories)):
+        if k in open_groups and k in f.fan_sizes:
+            grow *= f.fan_sizes[k]
+        reach.append(used[k] * np.minimum(room, grow))
+    reads = sum((b for t, out, b in f.tops if t in top_tensors and not out), 0.0)
+    writes = sum((b for t, out, b in f.tops if t in top_tensors and out), 0.0)
+    top = f.memories[0].name
+    cols = {**cols, f"rb:{top}": np.maximum(cols[f"rb:{top}"], reads),
+            f"wb:{top}": np.maximum(cols[f"wb:{top}"], writes)}
+    return latency(f, cols, cols["inst"] * np.minimum(room, grow), reach)

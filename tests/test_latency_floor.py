@@ -1,0 +1,138 @@
+"""The latency floor of a partial pmapping (`pmapgen.latency_floor`) and the latency budget it
+cuts with (`Constraints.latency_budget`): the floor is at most the latency of every pmapping
+completed from the row, and a search within a latency budget keeps exactly the exhaustive
+enumeration's frontier among the pmappings within it, alone or with an energy budget. The
+archs limit their ports' bandwidths (`tests.strategies.port_limits`), so port times decide
+some pmappings' latency and compute decides others'."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pmapgen import generate, generate_all
+from pmapgen.constraints import Constraints
+from pmapgen.prefixes import generate_by_prefixes
+from tests.test_pmapgen import SETTINGS, array_problems, floors_below_completions, frontier, small_problems
+
+RTOL = 1e-9
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True))
+def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_latency(problem):
+    assert floors_below_completions(problem, "latency") > 0
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(array_problems(bandwidths=True))
+def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_latency_under_an_array(problem):
+    """As above, where the instances still to come are capped by the extents left."""
+    assert floors_below_completions(problem, "latency") > 0
+
+
+def same_frontiers_within_latency_budget(w, a, quantile: float, objectives, energy_quantile: float | None,
+                                         reference=generate) -> int:
+    """Per Einsum, the prefix search within a latency budget (the least latency, or a
+    quantile of the enumeration's), and within an energy budget too if `energy_quantile`,
+    keeps exactly the enumeration's frontier among the pmappings within them; so does the
+    enumeration given the same constraint. Returns how many rows the exhaustive tables hold
+    over the latency budget (0 everywhere would test no cut). `reference`: the exhaustive
+    table's generator (the prefix search with no budget is tested equal to `generate` in
+    tests/test_pmapgen.py, and is far faster under an array). Latency is a criterion, so
+    the frontier of the rows within the budget is the full frontier's rows within it."""
+    over = 0
+    for e in w.einsum_names:
+        full = reference(e, w, a, objectives=objectives)[0]
+        if full.empty:
+            continue
+        beta = float(np.quantile(full["latency"], quantile))
+        within = full[full["latency"] <= beta * (1 + RTOL)]
+        energy = None
+        if energy_quantile is not None:
+            energy = float(np.quantile(within["energy"], energy_quantile))
+            within = within[within["energy"] <= energy * (1 + RTOL)]
+        over += int((full["latency"] > beta * (1 + RTOL)).sum())
+        c = Constraints(latency_budget=beta)
+        got = generate_by_prefixes(e, w, a, c, objectives=objectives, budget=energy)[0]
+        assert frontier(got, objectives) == frontier(within, objectives), e
+        assert (got["latency"] <= beta * (1 + RTOL)).all(), e
+        if energy is None and reference is generate:
+            assert frontier(generate(e, w, a, c, objectives=objectives)[0], objectives) \
+                == frontier(within, objectives), e
+    return over
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=2, bandwidths=True), st.sampled_from([0.0, 0.3, 0.7]),
+       st.sampled_from([("latency",), ("energy", "latency")]), st.sampled_from([None, None, 0.5]))
+def test_prefix_search_within_a_latency_budget_keeps_the_frontier_under_it(problem, quantile, objectives,
+                                                                           energy_quantile):
+    if energy_quantile is not None and objectives == ("latency",):
+        objectives = ("energy", "latency")  # an energy budget keeps the frontier on energy too
+    same_frontiers_within_latency_budget(*problem, quantile, objectives, energy_quantile)
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(array_problems(bandwidths=True), st.sampled_from([0.0, 0.3]))
+def test_prefix_search_within_a_latency_budget_under_an_array(problem, quantile):
+    """Under an array, where the floor's compute term depends on the instances still open."""
+    same_frontiers_within_latency_budget(*problem, quantile, ("latency",), None, reference=generate_by_prefixes)
+
+
+def test_the_latency_budget_cuts_partial_pmappings():
+    """The floor cuts before completion: on a matmul under a 4 x 4 array, a budget of the
+    least latency builds fewer partial rows than no budget, and keeps the same frontier."""
+    import arch as arch_specs
+    import workloads
+    from pmapgen.prefixes import search_part
+    w = workloads.load({"name": "array", "rank_sizes": {"m": 8, "k": 8, "n": 8}, "bits": 8,
+                        "einsums": ["Z[m,n] = A[m,k] * B[k,n]"]})
+    a = arch_specs.load({"name": "a", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "bandwidth": "4 GB/s"},
+        {"memory": "L1", "capacity": "64 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
+         "fanout": {"X": {"size": 4, "multicast": True, "reduce": False},
+                    "Y": {"size": 4, "multicast": False, "reduce": True}}},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    full = generate_by_prefixes("Z", w, a, objectives=("latency",))[0]
+    beta = float(full["latency"].min())
+    free = search_part("Z", w, a, Constraints(), ("latency",))[1]
+    cut = search_part("Z", w, a, Constraints(latency_budget=beta), ("latency",))[1]
+    assert cut.tile_shapes < free.tile_shapes / 2, (cut.tile_shapes, free.tile_shapes)
+    got = generate_by_prefixes("Z", w, a, Constraints(latency_budget=beta), ("latency",))[0]
+    assert frontier(got, ("latency",)) == frontier(full[full["latency"] <= beta * (1 + RTOL)], ("latency",))
+
+
+def test_a_latency_budget_without_latency_among_the_objectives_is_refused():
+    """Pruned on energy alone, a row over the latency budget could drop one within it."""
+    import workloads
+    from tests.test_map import ARCH
+    import arch as arch_specs
+    w = workloads.load({"name": "one", "rank_sizes": {"m": 4, "k": 4}, "bits": 8, "einsums": ["Z[m] = A[m,k] * B[k]"]})
+    a = arch_specs.load(ARCH)
+    for run in (lambda: generate("Z", w, a, Constraints(latency_budget=1.0), objectives=("energy",)),
+                lambda: generate_by_prefixes("Z", w, a, Constraints(latency_budget=1.0), objectives=("energy",))):
+        with pytest.raises(ValueError, match="latency_budget needs 'latency'"):
+            run()
+
+
+@settings(max_examples=3, **SETTINGS)
+@given(small_problems(max_levels=2, bandwidths=True), st.sampled_from([0.0, 0.5]))
+def test_generate_all_searches_latency_budgets_by_prefixes_split_or_whole(problem, quantile):
+    """`generate_all` runs an Einsum with a latency budget and no energy budget by the prefix
+    search (whole in one worker, and split by root across two), with the same frontier."""
+    w, a = problem
+    betas = {}
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("latency",))[0]
+        betas[e] = math.inf if full.empty else float(np.quantile(full["latency"], quantile))
+    c = {e: Constraints(latency_budget=b) for e, b in betas.items()}
+    whole = generate_all(w, a, c, objectives=("latency",), workers=1, progress=False)
+    split = generate_all(w, a, c, objectives=("latency",), workers=2, progress=False)
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("latency",))[0]
+        want = frontier(full[full["latency"] <= betas[e] * (1 + RTOL)], ("latency",)) if not full.empty else set()
+        assert frontier(whole[e][0], ("latency",)) == want, e
+        assert frontier(split[e][0], ("latency",)) == want, e
