@@ -4,6 +4,7 @@ kept, seconds and peak memory, at batch 1 / 2048 tokens and at FFM's batch 64 / 
     python benchmarks/pmapgen_speed.py [--time-limit 60] [--einsums Q QK ...] [--shapes 1]
     python benchmarks/pmapgen_speed.py --prefixes [--budget-factor 1.0 [--rising]] [--objectives energy]
     python benchmarks/pmapgen_speed.py --prefixes --slack-of 125.64 --objectives energy --shapes 0 [--uniform-slack]
+    python benchmarks/pmapgen_speed.py --prefixes --slack-of 6.768170170311773 --objectives latency --shapes 0
 
 `--prefixes` runs the exact prefix search (`pmapgen.prefixes`) instead of the template
 enumeration: its "templates" column counts structural prefixes processed and "tile
@@ -35,6 +36,12 @@ is both steps'. E.g. `--prefixes --slack-of 125.64 --objectives energy --shapes 
 `--slack-of auto` takes U from `ffm.map`'s energy result first (at batch 1, its proven
 optimum in about 35 s), and prints how long that took.
 
+`--slack-of U --objectives latency` (U in ms, the latency of a valid mapping) prints the
+same set for latency: every Einsum within U minus the other Einsums' latency floors
+(`ffm.slack.latency_slack_budgets`, `Constraints.latency_budget`; docs/pmapgen.md,
+"Latency budgets"). At batch 1 the latency optimum is the bound, 6.768170170311773 ms
+(docs/mapper.md, "Step 35"), so every Einsum's budget is its floor: give U in full.
+
 Otherwise each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
 exhaustive. Identical Einsums (K and V) are generated once and renamed in `generate_all`;
@@ -51,8 +58,9 @@ import arch as arch_specs
 import ffm
 import workloads
 from ffm.budgets import PROOF_ROWS
-from ffm.slack import slack_budgets, slack_tables
-from pmapgen import generate, generate_all
+from ffm.latency_bound import einsum_latency_floor
+from ffm.slack import latency_slack_budgets, slack_budgets, slack_tables
+from pmapgen import Constraints, generate, generate_all
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
@@ -116,6 +124,26 @@ def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, unifor
           f"{children_peak_mib():.0f} MiB, this process {peak_mib():.0f} MiB")
 
 
+def latency_slack_run(w, a, bound: float, einsums, time_limit: float) -> None:
+    """`--slack-of` with `--objectives latency`: every Einsum's table within its latency
+    budget (`ffm.slack.latency_slack_budgets`: U minus the others' latency floors), each
+    whole in one worker with its own time limit and the proof's cap on waiting rows."""
+    budgets = latency_slack_budgets(w, a, bound)
+    start = time.perf_counter()
+    found = generate_all(w, a, {e: Constraints(latency_budget=b) for e, b in budgets.items()},
+                         objectives=("latency",), progress=False, time_limit=time_limit, einsums=tuple(einsums),
+                         max_rows=PROOF_ROWS, split=False)
+    wall = time.perf_counter() - start
+    for e, (_, _, st) in found.items():
+        floor = einsum_latency_floor(e, w, a)
+        status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by or 'cut short'})"
+        print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{children_peak_mib():>10.0f}  "
+              f"{status}; latency floor {floor * 1e3:.6g} ms, budget {budgets[e] * 1e3:.6g} ms "
+              f"({budgets[e] / floor:.3f}x)", flush=True)
+    print(f"latency slack searches {wall:.1f} s wall, largest worker {children_peak_mib():.0f} MiB, "
+          f"this process {peak_mib():.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per Einsum (default 60)")
@@ -128,9 +156,10 @@ def main() -> None:
                         help="with --prefixes: budgets rise from the floor (to --budget-factor's ceiling, if given)")
     parser.add_argument("--budget-mj", type=float, help="with --prefixes: a fixed energy budget in mJ")
     parser.add_argument("--objectives", default="energy,latency", help="comma-separated (default energy,latency)")
-    parser.add_argument("--slack-of", metavar="U_MJ",
+    parser.add_argument("--slack-of", metavar="U",
                         help="with --prefixes: every pmapping of every mapping of energy at most U (mJ, or 'auto': "
-                             "the energy of ffm.map's result; see above)")
+                             "the energy of ffm.map's result), or, with --objectives latency, of latency at most "
+                             "U (ms); see above")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (no keys)")
     args = parser.parse_args()
@@ -138,8 +167,12 @@ def main() -> None:
         parser.error("--slack-of needs --prefixes")
     if args.uniform_slack and args.slack_of is None:
         parser.error("--uniform-slack needs --slack-of")
-    if args.slack_of is not None and args.objectives != "energy":
-        parser.error("--slack-of is for the energy objective: give --objectives energy")
+    if args.slack_of is not None and args.objectives not in ("energy", "latency"):
+        parser.error("--slack-of is for one objective: give --objectives energy or --objectives latency")
+    if args.slack_of == "auto" and args.objectives != "energy":
+        parser.error("--slack-of auto takes U from ffm.map's energy result: give U in ms for latency")
+    if args.uniform_slack and args.objectives != "energy":
+        parser.error("--uniform-slack is for the energy objective (latency budgets are always uniform)")
     objectives = tuple(args.objectives.split(","))
     a = arch_specs.load("tpuv4i")
     for label, variables in (SHAPES[k] for k in args.shapes):
@@ -149,8 +182,11 @@ def main() -> None:
               f"per Einsum")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
         if args.slack_of is not None:
-            slack_run(w, a, mapper_bound(w, a) if args.slack_of == "auto" else float(args.slack_of) * 1e9, args.einsums or w.einsum_names, objectives, args.time_limit,
-                      args.uniform_slack)
+            if objectives == ("latency",):
+                latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names, args.time_limit)
+            else:
+                slack_run(w, a, mapper_bound(w, a) if args.slack_of == "auto" else float(args.slack_of) * 1e9,
+                          args.einsums or w.einsum_names, objectives, args.time_limit, args.uniform_slack)
             continue
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from arch.model import Arch
+from ffm.latency_bound import einsum_latency_floor
 from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
 from pmapgen import Constraints, Stats
 from pmapgen.all_einsums import generate_all, union
@@ -50,6 +51,16 @@ def slack_budgets(minima: dict[str, float], bound: float) -> dict[str, float]:
     that could be part of an energy-optimal mapping, and the join over them is the optimum."""
     rest = sum(minima.values())
     return {e: bound - (rest - m) for e, m in minima.items()}
+
+
+def latency_slack_budgets(workload: Workload, arch: Arch, bound: float) -> dict[str, float]:
+    """Each Einsum's latency budget (seconds) given U = `bound`, the latency of a valid
+    mapping: latency is a sum over Einsums too (docs/semantics.md §6), so `slack_budgets`
+    applies, with each other Einsum counted at its latency floor (`ffm.latency_bound`),
+    which is at most its least latency. Tables complete within these budgets
+    (`Constraints.latency_budget`, objective latency) hold every pmapping a
+    latency-optimal mapping could use (docs/pmapgen.md, "Latency budgets")."""
+    return slack_budgets({e: einsum_latency_floor(e, workload, arch) for e in workload.einsum_names}, bound)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,13 @@ partial pmapping (the prefix search's row):
 - **the top level**: the tensors backed there (workload inputs and outputs, and shared
   tensors not on chip: DESIGN §4) move each value through its ports at least once, read
   (inputs) or written (outputs), whatever is placed below (as `ffm.latency_bound`).
+- **the bits still to come** (`ports`): the energy floor (`pmapgen.bounds`) bounds the sum
+  over every access still to come of its bits times a per-bit cost, for any non-negative
+  costs (each term is the least over the ways down of what they move). With cost 1 / the
+  port's bandwidth on that port's accesses and 0 elsewhere (and no compute energy), and
+  the port's seconds so far as the base, it bounds a port's seconds over all instances;
+  over the most instances the port may be spread over, its time. The prefix search keeps
+  one such floor per finite port (`_Search._latency_floor`).
 
 The floor never falls as a row grows; the test is that it is at most the latency of every
 pmapping completed from the row (tests/test_latency_floor.py)."""
@@ -74,23 +81,44 @@ def used_instances(f: LatencyFloor, cols: dict, n: int) -> list[np.ndarray]:
     return out
 
 
-def latency_floor(f: LatencyFloor, cols: dict, open_groups: frozenset, top_tensors: frozenset) -> np.ndarray:
-    """Per row, at most the latency of each pmapping completed from it (module docstring).
-    `open_groups`: the fanout levels whose spatial group may still be placed;
-    `top_tensors`: the tensors backed at the top level."""
+def reach(f: LatencyFloor, cols: dict, open_groups: frozenset) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Per row, the most instances compute may end with, and per level the most its ports
+    may be spread over (module docstring). `open_groups`: the fanout levels whose spatial
+    group may still be placed."""
     n = len(cols["inst"])
     room = np.ones(n)
     for r in f.ranks:
         room = room * cols[f"e:{r}"]
     used = used_instances(f, cols, n)
-    grow, reach = 1.0, []
+    grow, out = 1.0, []
     for k in range(len(f.memories)):
         if k in open_groups and k in f.fan_sizes:
             grow *= f.fan_sizes[k]
-        reach.append(used[k] * np.minimum(room, grow))
+        out.append(used[k] * np.minimum(room, grow))
+    return cols["inst"] * np.minimum(room, grow), out
+
+
+def latency_floor(f: LatencyFloor, cols: dict, open_groups: frozenset, top_tensors: frozenset,
+                  reached: tuple | None = None) -> np.ndarray:
+    """Per row, at most the latency of each pmapping completed from it (module docstring).
+    `open_groups`: as `reach`'s (`reached`: its result, if computed); `top_tensors`: the
+    tensors backed at the top level."""
+    instances, spread = reached or reach(f, cols, open_groups)
     reads = sum((b for t, out, b in f.tops if t in top_tensors and not out), 0.0)
     writes = sum((b for t, out, b in f.tops if t in top_tensors and out), 0.0)
     top = f.memories[0].name
     cols = {**cols, f"rb:{top}": np.maximum(cols[f"rb:{top}"], reads),
             f"wb:{top}": np.maximum(cols[f"wb:{top}"], writes)}
-    return latency(f, cols, cols["inst"] * np.minimum(room, grow), reach)
+    return latency(f, cols, instances, spread)
+
+
+def ports(memories: tuple) -> list[tuple[int, str, float, float]]:
+    """Each finite-bandwidth port on the path: (level index, memory name, seconds per bit
+    read, seconds per bit written) — a read port costs reads only, a write port writes
+    only, a shared port both (`looptree.model.port_times`)."""
+    out = []
+    for k, m in enumerate(memories):
+        for r, w in ((m.read_bandwidth, math.inf), (math.inf, m.write_bandwidth), (m.bandwidth, m.bandwidth)):
+            if r != math.inf or w != math.inf:
+                out.append((k, m.name, 1 / r, 1 / w))
+    return out

@@ -48,7 +48,7 @@ from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, 
 from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
-from pmapgen.latency_floor import latency, latency_floor, latency_floor_of, used_instances
+from pmapgen.latency_floor import latency, latency_floor, latency_floor_of, ports, reach, used_instances
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
@@ -154,6 +154,9 @@ class _Search:
         self.waiting_rows = 0
         self.budget = budget  # drop rows whose every completion exceeds this energy (pmapgen.bounds)
         self.latency = "latency" in objectives  # port times are criteria only if latency is
+        # energy is a criterion if it is an objective or bounded (a row within an energy
+        # budget must not be pruned by one over it); for latency alone it is none
+        self.energy = "energy" in objectives or budget is not None
         self.e = workload.einsum(einsum)
         given = constraints  # the mirror is used only when the caller gave no constraints
         constraints = narrowed(constraints)
@@ -162,6 +165,10 @@ class _Search:
         self.latency_budget = constraints.latency_budget
         self.latency_terms = latency_floor_of(einsum, workload, arch, unit) if self.latency else None
         self._tops: dict = {}  # Prefix -> (`open_groups`, the tensors backed at the top level)
+        self._latency_columns = () if not self.latency else (
+            "inst", *(f"e:{r}" for r in self.e.rank_variables),
+            *(f"sp:{k}" for k in self.latency_terms.fan_sizes),
+            *(f"{port}:{m.name}" for m in self.latency_terms.memories for port in ("rb", "wb")))
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
         self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
         self.fixed_tensors = fixed_tensors(constraints.tensor_keys, einsum, workload, arch, unit) \
@@ -216,6 +223,15 @@ class _Search:
             if len(_SHARED_FLOORS) >= SHARED_FLOORS:
                 _SHARED_FLOORS.clear()
             self.floor = _SHARED_FLOORS[floor_key] = energy_floor_of(self.sp, workload, arch)
+        # per finite port, the energy floor with that port's seconds per bit as its costs
+        # (`pmapgen.latency_floor`, "the bits still to come"): (level index, memory, read and
+        # write costs, floor)
+        self.port_floors = [] if self.latency_budget is None else [
+            (k, name, r, w, replace(self.floor, energy={(kind, m.name): ((r if kind == "read" else w)
+                                                                         if m.name == name else 0.0)
+                                                        for m in self.latency_terms.memories
+                                                        for kind in ("read", "write")}, compute_pJ=0.0))
+            for k, name, r, w in ports(self.latency_terms.memories)]
         # rank variables indexing each tensor at most once: the floor does not fall as a temporal loop's bound grows
         self._monotone = {r: bool(self.floor.ranks[:, i].max() <= 1) for i, r in enumerate(self.e.rank_variables)}
         self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)
@@ -412,20 +428,35 @@ class _Search:
         return energy_floor(self.floor, cols, self._plan(prefix))
 
     def _latency_floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
+        """Per row, at most the latency of every completion (`pmapgen.latency_floor`): the
+        compute and port terms, then each finite port's bits still to come."""
+        tops = self._latency_tops(prefix)
+        reached = reach(self.latency_terms, cols, tops[0])
+        floor = latency_floor(self.latency_terms, cols, *tops, reached)
+        for k, name, r, w, f in self.port_floors:
+            seconds = cols[f"rb:{name}"] * r + cols[f"wb:{name}"] * w  # over all instances, so far
+            floor = np.maximum(floor, energy_floor(f, {**cols, "energy": seconds}, self._plan(prefix, f))
+                               / reached[1][k])
+        return floor
+
+    def _latency_tops(self, prefix: Prefix) -> tuple:
         tops = self._tops.get(prefix)
         if tops is None:
             on_chip = dict(prefix.shared_onchip)
             tops = self._tops[prefix] = (open_groups(self.sp, prefix),
                                          frozenset(t for t in self.e.tensors if on_chip.get(t, 0) == 0))
-        return latency_floor(self.latency_terms, cols, *tops)
+        return tops
 
-    def _plan(self, prefix: Prefix):
-        plan = self._plans.get(prefix)
+    def _plan(self, prefix: Prefix, f=None):
+        """The energy floor's plan at `prefix` (`f`: a port's floor instead, `port_floors`)."""
+        f = f or self.floor
+        at = prefix if f is self.floor else (prefix, id(f))
+        plan = self._plans.get(at)
         if plan is None:
             # (fanout levels that can get no more spatial loops: their spread is gone)
             closed = frozenset(self.floor.spread) - open_groups(self.sp, prefix)
-            plan = self._plans[prefix] = floor_plan(self.floor, dict(prefix.inner),
-                                                    storage_state(self.sp, prefix).candidates, closed)
+            plan = self._plans[at] = floor_plan(f, dict(prefix.inner), storage_state(self.sp, prefix).candidates,
+                                                closed)
         return plan
 
     def _prune(self, key: Key, cols: dict) -> dict:
@@ -527,7 +558,7 @@ class _Search:
         negated, spatial reuse factors (`between`) and the output's distinct tiles (its
         partial sums are fills minus distinct tiles)."""
         n = len(cols["energy"])
-        out = [cols["energy"]]
+        out = [cols["energy"]] if self.energy else []
         for lv in self.path if self.latency else ():
             out += [np.broadcast_to(x, n) for x in port_times(self.a.memory(lv), cols[f"rb:{lv}"], cols[f"wb:{lv}"])]
         out += [cols[f"res:{lv}:{k}"] for lv in self.levels for k in range(self.n_res)]
@@ -581,6 +612,8 @@ class _Search:
         above_lifetimes = dict(lifetimes)
         if len(rows) and self.budget is not None:
             rows, bounds = self._over_budget_cut(key, move, prefix, cols, rows, bounds)
+        if len(rows) and self.latency_budget is not None:
+            rows, bounds = self._over_latency_cut(move, prefix, cols, rows, bounds)
         if not len(rows):
             return
         out = _rows({c: v for c, v in cols.items() if c != "row"}, rows)
@@ -626,6 +659,36 @@ class _Search:
             self.lowest_floor = min(self.lowest_floor, float(floor.min()))
         ok = floor <= (threshold if "kb" not in cols else cols["kb"][rows] * (1 + BUDGET_RTOL))
         self._cut(floor[~ok])
+        return rows[ok], [b[ok] for b in bounds]
+
+    def _over_latency_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
+                          bounds: list) -> tuple[np.ndarray, list]:
+        """The (row, bounds) choices of a loop move without those whose latency floor exceeds
+        the latency budget, decided before the children are built: a loop changes only
+        what the floor reads of the extents and, if spatial, of the instances (the bits
+        moved so far stay), so each child's floor comes from its parent's columns. At batch
+        1, within V's least latency, most children built were cut at their push."""
+        view = _rows({c: cols[c] for c in self._latency_columns}, rows)
+        for lp, b in zip(move.nodes, bounds):
+            view[f"e:{lp.rank_variable}"] = view[f"e:{lp.rank_variable}"] // b  # (perfect factors: `_divisor_choices`)
+            if lp.spatial is not None:
+                k = self._fanout_level(lp.spatial)
+                view[f"sp:{k}"], view["inst"] = view[f"sp:{k}"] * b, view["inst"] * b
+        tops = self._latency_tops(prefix)
+        reached = reach(self.latency_terms, view, tops[0])
+        threshold = self.latency_budget * (1 + LATENCY_RTOL)
+        ok = latency_floor(self.latency_terms, view, *tops, reached) <= threshold
+        if self.port_floors and ok.any():
+            ints, _, free = self._floor_inputs(cols)
+            stack, step = np.column_stack(bounds)[ok], self._step(move, prefix)
+            for k, name, r, w, f in self.port_floors:
+                seconds = np.ascontiguousarray(cols[f"rb:{name}"] * r + cols[f"wb:{name}"] * w, dtype=np.float64)
+                at = np.flatnonzero(ok)
+                bits = child_floors(f, ints, seconds, free, rows[at], stack, step, self._plan(prefix, f))
+                ok[at] = bits / reached[1][k][at] <= threshold
+                stack = stack[ok[at]]
+                if not ok.any():
+                    break
         return rows[ok], [b[ok] for b in bounds]
 
     def _box_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray) -> np.ndarray:
@@ -1158,7 +1221,9 @@ def energy_lower_bound(einsum: str, workload: Workload, arch: Arch, constraints:
 
 def _first_floor(einsum: str, workload: Workload, arch: Arch, unit: str, constraints: Constraints | None,
                  root: int | None = None) -> float:
-    search = _Search(einsum, workload, arch, unit, constraints or Constraints(), ("energy",), -math.inf)
+    # (an energy floor: without the latency budget, it bounds the pmappings within it too)
+    search = _Search(einsum, workload, arch, unit, replace(constraints or Constraints(), latency_budget=None),
+                     ("energy",), -math.inf)
     search.run(None, root)
     return search.lowest_floor
 

@@ -493,8 +493,8 @@ def floors_below_completions(problem, column: str = "energy") -> int:
     """Runs the prefix search with an infinite budget (every floor computed, nothing cut)
     and checks each surviving partial pmapping's energy floor against the final energy of
     every pmapping the search completes from it. Returns how many pairs it checked.
-    `column="latency"`: the latency floor (`pmapgen.latency_floor`) against the final
-    latency, with no budget."""
+    `column="latency"`: the latency floor (`pmapgen.latency_floor`, with its ports' floors)
+    against the final latency, within an infinite latency budget."""
     import math
 
     from pmapgen.constraints import Constraints
@@ -513,7 +513,8 @@ def floors_below_completions(problem, column: str = "energy") -> int:
     checked = 0
     for e in w.einsum_names:
         for unit in a.computes_for(w.einsum(e)):
-            s = Recorded(e, w, a, unit.name, Constraints(), (column,), math.inf if column == "energy" else None)
+            s = Recorded(e, w, a, unit.name, Constraints() if column == "energy" else Constraints(latency_budget=math.inf),
+                         (column,), math.inf if column == "energy" else None)
             s.run(None)
             for _, rid, done in s.done:
                 for j, energy in enumerate(done[column]):
