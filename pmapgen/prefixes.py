@@ -41,7 +41,8 @@ import numpy as np
 from arch.model import Arch
 from looptree.model import Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile
 from looptree.nodes import Loop, Storage
-from pmapgen.bounds import box_floors, child_floors, energy_floor, energy_floor_of, floor_inputs, floor_plan, loop_step
+from pmapgen.bounds import (box_floors, child_floors, energy_floor, energy_floor_of, floor_inputs, floor_plan,
+                            identity_step, loop_step)
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.constraints import Constraints, check_latency_budget
 from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tile_checks, tensors_ok, tiles_ok, within_tiles
@@ -330,7 +331,8 @@ class _Search:
                 if not n:
                     return
         if self.latency_budget is not None:
-            ok = self._latency_floor(key.prefix, cols) <= self.latency_budget * (1 + LATENCY_RTOL)
+            threshold = self.latency_budget * (1 + LATENCY_RTOL)
+            ok = self._latency_floor(key.prefix, cols, threshold) <= threshold
             if not ok.all():
                 cols, tiles, n = _rows(cols, ok), tiles[ok], int(ok.sum())
                 if not n:
@@ -427,16 +429,24 @@ class _Search:
     def _floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
         return energy_floor(self.floor, cols, self._plan(prefix))
 
-    def _latency_floor(self, prefix: Prefix, cols: dict) -> np.ndarray:
+    def _latency_floor(self, prefix: Prefix, cols: dict, threshold: float = math.inf) -> np.ndarray:
         """Per row, at most the latency of every completion (`pmapgen.latency_floor`): the
-        compute and port terms, then each finite port's bits still to come."""
+        compute and port terms, then each finite port's bits still to come, those only for
+        the rows still at most `threshold` (the others keep a floor above it)."""
         tops = self._latency_tops(prefix)
         reached = reach(self.latency_terms, cols, tops[0])
         floor = latency_floor(self.latency_terms, cols, *tops, reached)
-        for k, name, r, w, f in self.port_floors:
-            seconds = cols[f"rb:{name}"] * r + cols[f"wb:{name}"] * w  # over all instances, so far
-            floor = np.maximum(floor, energy_floor(f, {**cols, "energy": seconds}, self._plan(prefix, f))
-                               / reached[1][k])
+        if self.port_floors:
+            ints, _, free = floor_inputs(self.floor, cols)
+            for k, name, r, w, f in self.port_floors:
+                at = np.flatnonzero(floor <= threshold)
+                if not len(at):
+                    break
+                seconds = np.ascontiguousarray(cols[f"rb:{name}"] * r + cols[f"wb:{name}"] * w,  # all instances'
+                                               dtype=np.float64)
+                bits = child_floors(f, ints, seconds, free, at, np.zeros((len(at), 0), np.int64), identity_step(f),
+                                    self._plan(prefix, f))
+                floor[at] = np.maximum(floor[at], bits / reached[1][k][at])
         return floor
 
     def _latency_tops(self, prefix: Prefix) -> tuple:
