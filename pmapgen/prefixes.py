@@ -94,6 +94,9 @@ class _Waiting:
 SUBTREE_ROWS = 1 << 20  # past this many waiting rows, keys are processed deepest structure first
 MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
 COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its checks would cost more than they save)
+# a latency budget also cuts by each finite port's bits still to come (`pmapgen.latency_floor`);
+# False: by what the ports moved so far alone (`benchmarks/latency_floor.py` compares the two)
+PORT_FLOORS = True
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 BOX_RTOL = 1e-12  # slack on a spatial group's box bound (`_box_cut`), summed in floats
 GROWTH = 1.1  # a rising budget's next value over its last (generate_by_rising_budgets)
@@ -227,7 +230,7 @@ class _Search:
         # per finite port, the energy floor with that port's seconds per bit as its costs
         # (`pmapgen.latency_floor`, "the bits still to come"): (level index, memory, read and
         # write costs, floor)
-        self.port_floors = [] if self.latency_budget is None else [
+        self.port_floors = [] if self.latency_budget is None or not PORT_FLOORS else [
             (k, name, r, w, replace(self.floor, energy={(kind, m.name): ((r if kind == "read" else w)
                                                                          if m.name == name else 0.0)
                                                         for m in self.latency_terms.memories
