@@ -1,13 +1,15 @@
-"""The latency floor's ports' bits still to come (`pmapgen.latency_floor`), on and off, on the
-root parts of one Einsum's search within its latency floor, gpt3 / tpuv4i at batch 1.
+"""The latency floor's ports' bits still to come (`pmapgen.latency_floor`), off, port by port,
+and over sets of ports, on the root parts of one Einsum's search within its latency floor,
+gpt3 / tpuv4i at batch 1.
 
-    python benchmarks/latency_floor.py [--einsum V] [--parts 6 7] [--time-limit 60]
+    python benchmarks/latency_floor.py [--einsum V] [--parts 6 7] [--time-limit 60] [--port-sets 3]
 
 Each part (a root: the shared tensors' backing levels, `pmapgen.prefixes.search_part`) is
 searched in this process within a latency budget of the Einsum's latency floor
 (`ffm.latency_bound`, met at batch 1: docs/mapper.md, "Step 35"), objective latency, with
-the ports' floors (`pmapgen.prefixes.PORT_FLOORS`) and without. It prints, for each,
-prefixes processed, partial rows built, seconds and pmappings kept, and whether the two
+the ports' floors (`pmapgen.prefixes.PORT_FLOORS`), without, and with floors of sets of up
+to --port-sets ports summed as well (`pmapgen.prefixes.PORT_SETS`). It prints, for each,
+prefixes processed, partial rows built, seconds and pmappings kept, and whether the
 tables are the same rows (compatibility key, latency, reservations). Ratios are what to
 compare: this machine is noisy. At batch 1, V's parts 6 and 7 complete both ways in a few
 seconds; parts 0 to 5 do not complete in minutes.
@@ -37,6 +39,7 @@ def main() -> None:
     parser.add_argument("--einsum", default="V")
     parser.add_argument("--parts", nargs="*", type=int, default=[6, 7])
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per part and way (default 60)")
+    parser.add_argument("--port-sets", type=int, default=3, help="the most ports one floor sums (1: that way skipped)")
     args = parser.parse_args()
     w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
     floor = einsum_latency_floor(args.einsum, w, a)
@@ -45,17 +48,20 @@ def main() -> None:
     print(f"{'part':>4} {'ports':>6} {'prefixes':>9} {'rows built':>11} {'seconds':>8} {'kept':>6}  complete")
     for part in args.parts:
         got = {}
-        for on in (True, False):
-            prefixes.PORT_FLOORS = on
+        ways = [("1", True, 1), ("off", False, 1)] + ([(f"{args.port_sets}", True, args.port_sets)]
+                                                      if args.port_sets > 1 else [])
+        for name, on, sets in ways:
+            prefixes.PORT_FLOORS, prefixes.PORT_SETS = on, sets
             start = time.perf_counter()
             table, _, st = generate_by_prefixes(args.einsum, w, a, c, ("latency",), args.time_limit, part=part)
             took = time.perf_counter() - start
-            got[on] = rows(table) if st.complete else None
-            print(f"{part:>4} {'on' if on else 'off':>6} {st.templates:>9} {st.tile_shapes:>11} {took:>8.1f} "
+            got[name] = rows(table) if st.complete else None
+            print(f"{part:>4} {name:>6} {st.templates:>9} {st.tile_shapes:>11} {took:>8.1f} "
                   f"{len(table):>6}  {st.complete}", flush=True)
-        same = "not compared (a search cut short)" if None in got.values() else got[True] == got[False]
-        print(f"     the same rows: {same}")
-    prefixes.PORT_FLOORS = True
+        done = [v for v in got.values() if v is not None]
+        same = all(v == done[0] for v in done)
+        print(f"     the same rows: {same} ({len(done)} of {len(got)} complete)")
+    prefixes.PORT_FLOORS, prefixes.PORT_SETS = True, 1
 
 
 if __name__ == "__main__":

@@ -116,12 +116,18 @@ def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, unifor
         print(f"uniform budgets first (the probe, {keyed.probe_seconds:.1f} s wall): complete for "
               f"{', '.join(keyed.uniform) or 'none'}; the others keyed")
     for e, (_, _, st) in found.items():
-        status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by or 'a keyed search cut short'})"
-        print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{children_peak_mib():>10.0f}  "
-              f"{status}; minimum {lows[e] / 1e9:.4g} mJ, uniform budget {budgets[e] / 1e9:.4g} mJ "
-              f"({budgets[e] / lows[e]:.3f}x){how[e]}", flush=True)
+        slack_row(e, st, "a keyed search cut short", f"minimum {lows[e] / 1e9:.4g} mJ, uniform budget "
+                  f"{budgets[e] / 1e9:.4g} mJ ({budgets[e] / lows[e]:.3f}x){how[e]}")
     print(f"slack searches {wall:.1f} s wall; minima and slack searches {took + wall:.1f} s, largest worker "
           f"{children_peak_mib():.0f} MiB, this process {peak_mib():.0f} MiB")
+
+
+def slack_row(e: str, st, cut: str, budget: str) -> None:
+    """One Einsum's line of a `--slack-of` run: the columns, its status (`cut`: what to call a
+    search cut short by no limit), then what it was held to."""
+    status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by or cut})"
+    print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{children_peak_mib():>10.0f}  "
+          f"{status}; {budget}", flush=True)
 
 
 def latency_slack_run(w, a, bound: float, einsums, time_limit: float) -> None:
@@ -136,10 +142,8 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float) -> None:
     wall = time.perf_counter() - start
     for e, (_, _, st) in found.items():
         floor = einsum_latency_floor(e, w, a)
-        status = "complete" if st.complete else f"INCOMPLETE ({st.stopped_by or 'cut short'})"
-        print(f"{e:<12}{st.templates:>11}{st.tile_shapes:>13}{st.kept:>8}{st.seconds:>9.1f}{children_peak_mib():>10.0f}  "
-              f"{status}; latency floor {floor * 1e3:.6g} ms, budget {budgets[e] * 1e3:.6g} ms "
-              f"({budgets[e] / floor:.3f}x)", flush=True)
+        slack_row(e, st, "cut short", f"latency floor {floor * 1e3:.6g} ms, budget {budgets[e] * 1e3:.6g} ms "
+                  f"({budgets[e] / floor:.3f}x)")
     print(f"latency slack searches {wall:.1f} s wall, largest worker {children_peak_mib():.0f} MiB, "
           f"this process {peak_mib():.0f} MiB")
 

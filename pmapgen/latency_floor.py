@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
 
@@ -114,11 +115,46 @@ def latency_floor(f: LatencyFloor, cols: dict, open_groups: frozenset, top_tenso
 
 def ports(memories: tuple) -> list[tuple[int, str, float, float]]:
     """Each finite-bandwidth port on the path: (level index, memory name, seconds per bit
-    read, seconds per bit written) — a read port costs reads only, a write port writes
+    read, seconds per bit written): a read port costs reads only, a write port writes
     only, a shared port both (`looptree.model.port_times`)."""
     out = []
     for k, m in enumerate(memories):
         for r, w in ((m.read_bandwidth, math.inf), (math.inf, m.write_bandwidth), (m.bandwidth, m.bandwidth)):
             if r != math.inf or w != math.inf:
                 out.append((k, m.name, 1 / r, 1 / w))
+    return out
+
+
+@dataclass(frozen=True)
+class PortSet:
+    """Some ports, each at weight 1 / their number: the max of their times is at least the
+    mean, and the mean at least the weighted sum of their bits over the most instances
+    any of them may be spread over. One floor of that sum (`port_sets`) couples the ports'
+    ways down, which their floors one by one do not."""
+    levels: tuple  # each port's level index
+    costs: dict  # (kind, memory name) -> weighted seconds per bit
+
+    def seconds(self, cols: dict) -> np.ndarray:
+        """The weighted seconds the ports' bits so far (`rb:`, `wb:`) take, over all instances."""
+        out = 0.0
+        for (kind, name), c in self.costs.items():
+            out = out + cols[f"{'rb' if kind == 'read' else 'wb'}:{name}"] * c
+        return np.ascontiguousarray(np.broadcast_to(out, len(cols["inst"])), dtype=np.float64)
+
+    def spread(self, reached: list[np.ndarray]) -> np.ndarray:
+        """Per row, the most instances any of the ports may be spread over (`reach`)."""
+        return np.maximum.reduce([reached[k] for k in self.levels]) if len(self.levels) > 1 else reached[self.levels[0]]
+
+
+def port_sets(memories: tuple, most: int = 1) -> list[PortSet]:
+    """Every set of at most `most` finite ports (`ports`), one port alone first."""
+    out = []
+    singles = ports(memories)
+    for size in range(1, min(most, len(singles)) + 1):
+        for chosen in combinations(singles, size):
+            costs: dict = {}
+            for _, name, r, w in chosen:
+                costs["read", name] = costs.get(("read", name), 0.0) + r / size
+                costs["write", name] = costs.get(("write", name), 0.0) + w / size
+            out.append(PortSet(tuple(k for k, *_ in chosen), costs))
     return out

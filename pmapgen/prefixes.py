@@ -49,7 +49,7 @@ from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, 
 from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
-from pmapgen.latency_floor import latency, latency_floor, latency_floor_of, ports, reach, used_instances
+from pmapgen.latency_floor import latency, latency_floor, latency_floor_of, port_sets, reach, used_instances
 from pmapgen.pareto import group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
@@ -97,6 +97,7 @@ COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its c
 # a latency budget also cuts by each finite port's bits still to come (`pmapgen.latency_floor`);
 # False: by what the ports moved so far alone (`benchmarks/latency_floor.py` compares the two)
 PORT_FLOORS = True
+PORT_SETS = 1  # the most ports one such floor sums (`pmapgen.latency_floor.port_sets`)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 BOX_RTOL = 1e-12  # slack on a spatial group's box bound (`_box_cut`), summed in floats
 GROWTH = 1.1  # a rising budget's next value over its last (generate_by_rising_budgets)
@@ -227,15 +228,13 @@ class _Search:
             if len(_SHARED_FLOORS) >= SHARED_FLOORS:
                 _SHARED_FLOORS.clear()
             self.floor = _SHARED_FLOORS[floor_key] = energy_floor_of(self.sp, workload, arch)
-        # per finite port, the energy floor with that port's seconds per bit as its costs
-        # (`pmapgen.latency_floor`, "the bits still to come"): (level index, memory, read and
-        # write costs, floor)
+        # per set of finite ports, the energy floor with their seconds per bit as its costs
+        # (`pmapgen.latency_floor`, "the bits still to come"): (`PortSet`, floor)
         self.port_floors = [] if self.latency_budget is None or not PORT_FLOORS else [
-            (k, name, r, w, replace(self.floor, energy={(kind, m.name): ((r if kind == "read" else w)
-                                                                         if m.name == name else 0.0)
-                                                        for m in self.latency_terms.memories
-                                                        for kind in ("read", "write")}, compute_pJ=0.0))
-            for k, name, r, w in ports(self.latency_terms.memories)]
+            (ps, replace(self.floor, energy={(kind, m.name): ps.costs.get((kind, m.name), 0.0)
+                                             for m in self.latency_terms.memories for kind in ("read", "write")},
+                         compute_pJ=0.0))
+            for ps in port_sets(self.latency_terms.memories, PORT_SETS)]
         # rank variables indexing each tensor at most once: the floor does not fall as a temporal loop's bound grows
         self._monotone = {r: bool(self.floor.ranks[:, i].max() <= 1) for i, r in enumerate(self.e.rank_variables)}
         self.lowest_floor = math.inf  # the least energy floor of the rows pushed (with a budget)
@@ -441,15 +440,13 @@ class _Search:
         floor = latency_floor(self.latency_terms, cols, *tops, reached)
         if self.port_floors:
             ints, _, free = floor_inputs(self.floor, cols)
-            for k, name, r, w, f in self.port_floors:
+            for ps, f in self.port_floors:
                 at = np.flatnonzero(floor <= threshold)
                 if not len(at):
                     break
-                seconds = np.ascontiguousarray(cols[f"rb:{name}"] * r + cols[f"wb:{name}"] * w,  # all instances'
-                                               dtype=np.float64)
-                bits = child_floors(f, ints, seconds, free, at, np.zeros((len(at), 0), np.int64), identity_step(f),
-                                    self._plan(prefix, f))
-                floor[at] = np.maximum(floor[at], bits / reached[1][k][at])
+                bits = child_floors(f, ints, ps.seconds(cols), free, at, np.zeros((len(at), 0), np.int64),
+                                    identity_step(f), self._plan(prefix, f))
+                floor[at] = np.maximum(floor[at], bits / ps.spread(reached[1])[at])
         return floor
 
     def _latency_tops(self, prefix: Prefix) -> tuple:
@@ -694,11 +691,10 @@ class _Search:
         if self.port_floors and ok.any():
             ints, _, free = self._floor_inputs(cols)
             stack, step = np.column_stack(bounds)[ok], self._step(move, prefix)
-            for k, name, r, w, f in self.port_floors:
-                seconds = np.ascontiguousarray(cols[f"rb:{name}"] * r + cols[f"wb:{name}"] * w, dtype=np.float64)
+            for ps, f in self.port_floors:
                 at = np.flatnonzero(ok)
-                bits = child_floors(f, ints, seconds, free, rows[at], stack, step, self._plan(prefix, f))
-                ok[at] = bits / reached[1][k][at] <= threshold
+                bits = child_floors(f, ints, ps.seconds(cols), free, rows[at], stack, step, self._plan(prefix, f))
+                ok[at] = bits / ps.spread(reached[1])[at] <= threshold
                 stack = stack[ok[at]]
                 if not ok.any():
                     break

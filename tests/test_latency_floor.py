@@ -5,6 +5,7 @@ enumeration's frontier among the pmappings within it, alone or with an energy bu
 archs limit their ports' bandwidths (`tests.strategies.port_limits`), so port times decide
 some pmappings' latency and compute decides others'."""
 import math
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 from pmapgen import generate, generate_all
 from pmapgen.constraints import Constraints
+import pmapgen.prefixes as prefixes
 from pmapgen.prefixes import generate_by_prefixes
 from tests.test_pmapgen import SETTINGS, array_problems, floors_below_completions, frontier, small_problems
 
@@ -30,6 +32,14 @@ def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_laten
 def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_latency_under_an_array(problem):
     """As above, where the instances still to come are capped by the extents left."""
     assert floors_below_completions(problem, "latency") > 0
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True))
+def test_every_partial_pmapping_s_floor_with_sets_of_ports_is_at_most_its_completions_latency(problem):
+    """With floors of sets of ports summed (`pmapgen.latency_floor.port_sets`) as well."""
+    with mock.patch.object(prefixes, "PORT_SETS", 3):
+        assert floors_below_completions(problem, "latency") > 0
 
 
 def same_frontiers_within_latency_budget(w, a, quantile: float, objectives, energy_quantile: float | None,
@@ -66,12 +76,15 @@ def same_frontiers_within_latency_budget(w, a, quantile: float, objectives, ener
 
 @settings(max_examples=10, **SETTINGS)
 @given(small_problems(max_levels=2, bandwidths=True), st.sampled_from([0.0, 0.3, 0.7]),
-       st.sampled_from([("latency",), ("energy", "latency")]), st.sampled_from([None, None, 0.5]))
+       st.sampled_from([("latency",), ("energy", "latency")]), st.sampled_from([None, None, 0.5]),
+       st.sampled_from([1, 3]))
 def test_prefix_search_within_a_latency_budget_keeps_the_frontier_under_it(problem, quantile, objectives,
-                                                                           energy_quantile):
+                                                                           energy_quantile, port_sets):
+    """`port_sets`: the most ports one floor sums (`prefixes.PORT_SETS`)."""
     if energy_quantile is not None and objectives == ("latency",):
         objectives = ("energy", "latency")  # an energy budget keeps the frontier on energy too
-    same_frontiers_within_latency_budget(*problem, quantile, objectives, energy_quantile)
+    with mock.patch.object(prefixes, "PORT_SETS", port_sets):
+        same_frontiers_within_latency_budget(*problem, quantile, objectives, energy_quantile)
 
 
 @settings(max_examples=6, **SETTINGS)
