@@ -16,7 +16,7 @@ partial pmapping (the prefix search's row):
 - **the top level**: the tensors backed there (workload inputs and outputs, and shared
   tensors not on chip: DESIGN §4) move each value through its ports at least once, read
   (inputs) or written (outputs), whatever is placed below (as `ffm.latency_bound`).
-- **the bits still to come** (`ports`): the energy floor (`pmapgen.bounds`) bounds the sum
+- **the bits still to come** (`ports`, `PortSet`): the energy floor (`pmapgen.bounds`) bounds the sum
   over every access still to come of its bits times a per-bit cost, for any non-negative
   costs (each term is the least over the ways down of what they move). With cost 1 / the
   port's bandwidth on that port's accesses and 0 elsewhere (and no compute energy), and
@@ -143,7 +143,7 @@ class PortSet:
 
     def spread(self, reached: list[np.ndarray]) -> np.ndarray:
         """Per row, the most instances any of the ports may be spread over (`reach`)."""
-        return np.maximum.reduce([reached[k] for k in self.levels]) if len(self.levels) > 1 else reached[self.levels[0]]
+        return np.maximum.reduce([reached[k] for k in self.levels])
 
 
 def port_sets(memories: tuple, most: int = 1) -> list[PortSet]:
