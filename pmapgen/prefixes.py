@@ -432,21 +432,32 @@ class _Search:
         return energy_floor(self.floor, cols, self._plan(prefix))
 
     def _latency_floor(self, prefix: Prefix, cols: dict, threshold: float = math.inf) -> np.ndarray:
-        """Per row, at most the latency of every completion (`pmapgen.latency_floor`): the
-        compute and port terms, then each finite port's bits still to come, those only for
-        the rows still at most `threshold` (the others keep a floor above it)."""
+        """Per row, at most the latency of every completion (`pmapgen.latency_floor`)."""
+        n = len(cols["inst"])
+        return self._latency_floors(prefix, cols, cols, np.arange(n, dtype=np.int64), np.zeros((n, 0), np.int64),
+                                    identity_step(self.floor),
+                                    floor_inputs(self.floor, cols) if self.port_floors else (None, None, None),
+                                    threshold)
+
+    def _latency_floors(self, prefix: Prefix, parent: dict, child: dict, parents: np.ndarray, bounds: np.ndarray,
+                        step, inputs: tuple, threshold: float) -> np.ndarray:
+        """Per row of `child` (the columns the floor reads, at `prefix`), the compute and port
+        terms, then each finite port set's bits still to come (`port_floors`), those only
+        for the rows still at most `threshold` (the others keep a floor above it). The
+        ports' floors come from row `parents[i]` of `parent` (its `floor_inputs`, `inputs`)
+        through loop bounds `bounds[i]` under `step` (`child_floors`): a row's own, with
+        no bounds and the identity step (`_latency_floor`)."""
         tops = self._latency_tops(prefix)
-        reached = reach(self.latency_terms, cols, tops[0])
-        floor = latency_floor(self.latency_terms, cols, *tops, reached)
-        if self.port_floors:
-            ints, _, free = floor_inputs(self.floor, cols)
-            for ps, f in self.port_floors:
-                at = np.flatnonzero(floor <= threshold)
-                if not len(at):
-                    break
-                bits = child_floors(f, ints, ps.seconds(cols), free, at, np.zeros((len(at), 0), np.int64),
-                                    identity_step(f), self._plan(prefix, f))
-                floor[at] = np.maximum(floor[at], bits / ps.spread(reached[1])[at])
+        reached = reach(self.latency_terms, child, tops[0])
+        floor = latency_floor(self.latency_terms, child, *tops, reached)
+        ints, _, free = inputs
+        for ps, f in self.port_floors:
+            at = np.flatnonzero(floor <= threshold)
+            if not len(at):
+                break
+            bits = child_floors(f, ints, ps.seconds(parent), free, parents[at], bounds[at], step,
+                                self._plan(prefix, f))
+            floor[at] = np.maximum(floor[at], bits / ps.spread(reached[1])[at])
         return floor
 
     def _latency_tops(self, prefix: Prefix) -> tuple:
@@ -684,20 +695,10 @@ class _Search:
             if lp.spatial is not None:
                 k = self._fanout_level(lp.spatial)
                 view[f"sp:{k}"], view["inst"] = view[f"sp:{k}"] * b, view["inst"] * b
-        tops = self._latency_tops(prefix)
-        reached = reach(self.latency_terms, view, tops[0])
         threshold = self.latency_budget * (1 + LATENCY_RTOL)
-        ok = latency_floor(self.latency_terms, view, *tops, reached) <= threshold
-        if self.port_floors and ok.any():
-            ints, _, free = self._floor_inputs(cols)
-            stack, step = np.column_stack(bounds)[ok], self._step(move, prefix)
-            for ps, f in self.port_floors:
-                at = np.flatnonzero(ok)
-                bits = child_floors(f, ints, ps.seconds(cols), free, rows[at], stack, step, self._plan(prefix, f))
-                ok[at] = bits / ps.spread(reached[1])[at] <= threshold
-                stack = stack[ok[at]]
-                if not ok.any():
-                    break
+        ok = self._latency_floors(prefix, cols, view, rows, np.column_stack(bounds), self._step(move, prefix),
+                                  self._floor_inputs(cols) if self.port_floors else (None, None, None),
+                                  threshold) <= threshold
         return rows[ok], [b[ok] for b in bounds]
 
     def _box_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray) -> np.ndarray:
