@@ -7,9 +7,14 @@ partial pmapping (the prefix search's row):
 
 - **compute**: ops / (used instances x throughput) / clock. The instances it ends with are
   the spatial factors placed so far (`inst`) times those still to come, and those are at
-  most the product of the fanout sizes of the groups still open (`templates.open_groups`:
-  a placed or closed group's factor is final) and at most the extents left (spatial loops
-  below split the current tile: `e:<rank>`).
+  most the product over the groups still open (`templates.open_groups`: a placed or closed
+  group's factor is final) of what each may reach (`group_reach`), and at most the extents
+  left (spatial loops below split the current tile: `e:<rank>`). A group's dim runs loops
+  over some rank variables only (`templates.spatial_groups`: a systolic array's reducing
+  dim runs reduced ones), each loop's bound divides what the tile leaves of its rank
+  variable, so the dim's factor is a divisor of the product of those extents, and at most
+  the dim's size: a dim of 128 under a tile of 96 reductions reaches 96, and under 192
+  (3 x 64) at most 96 too (sixtieth session).
 - **ports**: the bits a level's ports move only grow as nodes are placed (`rb:`, `wb:`
   columns: each storage node adds its fills, none is taken back), over that level's
   instances, which grow as compute's do, from the fanouts at or above it.
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import combinations
 
 import numpy as np
@@ -47,9 +53,13 @@ class LatencyFloor:
     fan_sizes: dict  # fanout level index -> the product of its dims' sizes
     ranks: tuple  # rank variables (their extents `e:<rank>` cap the spatial factors to come)
     tops: tuple  # (tensor, is output, bits of its full tile): what the top level moves at least
+    # fanout level index -> its possible spatial groups, each as (dim size, the indices in
+    # `ranks` of the rank variables its loops on that dim run) per dim it uses (`group_reach`)
+    groups: dict
 
 
-def latency_floor_of(einsum: str, workload: Workload, arch: Arch, unit: str) -> LatencyFloor:
+def latency_floor_of(einsum: str, workload: Workload, arch: Arch, unit: str, groups: dict) -> LatencyFloor:
+    """`groups`: per fanout level, the spatial groups the space allows (`templates.Space.groups`)."""
     e = workload.einsum(einsum)
     ops = math.prod(workload.rank_sizes[r] for r in e.rank_variables)
     path = arch.path(unit)
@@ -58,7 +68,52 @@ def latency_floor_of(einsum: str, workload: Workload, arch: Arch, unit: str) -> 
                         {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout},
                         tuple(e.rank_variables),
                         tuple((t, e.is_output(t), float(storage_tile(root, e, t)[0] * workload.tensors[t].bits))
-                              for t in e.tensors))
+                              for t in e.tensors),
+                        {k: tuple(_dims(path[k], group, e.rank_variables) for group in gs) for k, gs in groups.items()})
+
+
+def _dims(memory, group: tuple, ranks: tuple) -> tuple:
+    """A spatial group's (dim size, rank variable indices) per dim it uses."""
+    size = {d.name: d.size for d in memory.fanout}
+    on: dict = {}
+    for dim, r in group:
+        on.setdefault(dim, []).append(ranks.index(r))
+    return tuple(sorted((size[d], tuple(sorted(rs))) for d, rs in on.items()))
+
+
+@lru_cache(maxsize=1 << 16)
+def _divisor_at_most(n: int, most: int) -> int:
+    """The largest divisor of n that is at most `most`."""
+    for d in range(min(n, most), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def _dim_reach(extents: list[np.ndarray], size: int, ranks: tuple) -> np.ndarray:
+    """Per row, the most one dim of `size` may run over `ranks` (indices into `extents`): the
+    largest divisor of their extents' product at most its size."""
+    p = extents[ranks[0]]
+    for i in ranks[1:]:
+        p = p * extents[i]
+    values, inverse = np.unique(p, return_inverse=True)
+    return np.array([_divisor_at_most(int(v), size) for v in values], dtype=np.float64)[inverse.reshape(-1)]
+
+
+def group_reach(f: LatencyFloor, level: int, extents: list[np.ndarray]) -> np.ndarray:
+    """Per row, the most instances level `level`'s spatial group may still add: the max over
+    its possible groups of the product of their dims' reach (`_dim_reach`; 1 where no group
+    is possible). `extents`: per rank variable of `f.ranks`, its `e:` column."""
+    memo: dict = {}
+    best = np.ones(len(extents[0]) if extents else 1)
+    for dims in f.groups.get(level, ()):
+        got = 1.0
+        for dim in dims:
+            if dim not in memo:
+                memo[dim] = _dim_reach(extents, *dim)
+            got = got * memo[dim]
+        best = np.maximum(best, got)
+    return best
 
 
 def latency(f: LatencyFloor, cols: dict, instances: np.ndarray, used: list[np.ndarray]) -> np.ndarray:
@@ -87,14 +142,15 @@ def reach(f: LatencyFloor, cols: dict, open_groups: frozenset) -> tuple[np.ndarr
     may be spread over (module docstring). `open_groups`: the fanout levels whose spatial
     group may still be placed."""
     n = len(cols["inst"])
+    extents = [np.broadcast_to(cols[f"e:{r}"], n) for r in f.ranks]
     room = np.ones(n)
-    for r in f.ranks:
-        room = room * cols[f"e:{r}"]
+    for x in extents:
+        room = room * x
     used = used_instances(f, cols, n)
     grow, out = 1.0, []
     for k in range(len(f.memories)):
         if k in open_groups and k in f.fan_sizes:
-            grow *= f.fan_sizes[k]
+            grow = grow * group_reach(f, k, extents)
         out.append(used[k] * np.minimum(room, grow))
     return cols["inst"] * np.minimum(room, grow), out
 

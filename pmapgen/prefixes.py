@@ -168,13 +168,13 @@ class _Search:
         check_latency_budget(constraints, objectives)
         # drop rows whose every completion takes longer than this (`pmapgen.latency_floor`)
         self.latency_budget = constraints.latency_budget
-        self.latency_terms = latency_floor_of(einsum, workload, arch, unit) if self.latency else None
+        self.sp: Space = space(self.e, workload, unit, arch, constraints)
+        self.latency_terms = latency_floor_of(einsum, workload, arch, unit, self.sp.groups) if self.latency else None
         self._tops: dict = {}  # Prefix -> (`open_groups`, the tensors backed at the top level)
         self._latency_columns = () if not self.latency else (
             "inst", *(f"e:{r}" for r in self.e.rank_variables),
             *(f"sp:{k}" for k in self.latency_terms.fan_sizes),
             *(f"{port}:{m.name}" for m in self.latency_terms.memories for port in ("rb", "wb")))
-        self.sp: Space = space(self.e, workload, unit, arch, constraints)
         self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
         self.fixed_tensors = fixed_tensors(constraints.tensor_keys, einsum, workload, arch, unit) \
             if constraints.tensor_keys else None

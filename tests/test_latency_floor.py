@@ -149,3 +149,24 @@ def test_generate_all_searches_latency_budgets_by_prefixes_split_or_whole(proble
         want = frontier(full[full["latency"] <= betas[e] * (1 + RTOL)], ("latency",)) if not full.empty else set()
         assert frontier(whole[e][0], ("latency",)) == want, e
         assert frontier(split[e][0], ("latency",)) == want, e
+
+
+def test_a_spatial_group_reaches_a_divisor_of_the_extents_its_dims_may_run():
+    """Hand-computed on gpt3's V (I[b,m,d] x WV[h,f,d]) under tpuv4i's 128 x 128 array, whose
+    Y dim runs reduced rank variables only (d): with 192 reductions left (3 x 64) Y reaches
+    96, the largest divisor of 192 at most 128, and X (m, h or f, one rank variable or two
+    that leave a read operand unindexed) 128; with 96 left, 96; the 4 cores (any rank
+    variable the cores need not reduce: not d) 4, or 3 where m, h and f leave 6. The old bound (the fanout size, capped by all extents
+    left) said 128 x 128 and 4."""
+    import arch as arch_specs
+    import workloads
+    from pmapgen.latency_floor import group_reach
+    from pmapgen.prefixes import _Search
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    f = _Search("V", w, a, "MAC", Constraints(), ("latency",)).latency_terms
+    assert f.ranks == ("b", "m", "h", "f", "d")
+    array, cores = 3, 2  # the Register's and the LocalBuffer's fanout levels
+    extents = [np.array(v) for v in ([1, 1, 1], [2048, 2048, 6], [32, 32, 1], [128, 128, 1], [192, 96, 4096])]
+    assert group_reach(f, array, extents).tolist() == [128 * 96, 128 * 96, 6 * 128]
+    assert group_reach(f, cores, extents).tolist() == [4, 4, 3]
+    assert group_reach(f, cores, [np.array([1])] * 4 + [np.array([6])]).tolist() == [1]  # d: only a Y dim's
