@@ -34,7 +34,7 @@ pmapping completed from the row (tests/test_latency_floor.py)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import combinations
 
@@ -56,20 +56,30 @@ class LatencyFloor:
     # fanout level index -> its possible spatial groups, each as (dim size, the indices in
     # `ranks` of the rank variables its loops on that dim run) per dim it uses (`group_reach`)
     groups: dict
+    least: float = 0.0  # at most every pmapping's latency: an empty row's floor (`latency_floor_of`)
 
 
 def latency_floor_of(einsum: str, workload: Workload, arch: Arch, unit: str, groups: dict) -> LatencyFloor:
-    """`groups`: per fanout level, the spatial groups the space allows (`templates.Space.groups`)."""
+    """`groups`: per fanout level, the spatial groups the space allows (`templates.Space.groups`).
+    `least` is the floor of a row with nothing placed, every group open, the full extents
+    left and the tensors no other Einsum shares (workload inputs and outputs, backed at
+    the top level: DESIGN §4) at the top: every pmapping of the Einsum on this unit takes
+    at least that long."""
     e = workload.einsum(einsum)
     ops = math.prod(workload.rank_sizes[r] for r in e.rank_variables)
     path = arch.path(unit)
     root = start(e, workload)
-    return LatencyFloor(ops / arch.compute(unit).throughput / arch.clock_hz, tuple(path),
-                        {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout},
-                        tuple(e.rank_variables),
-                        tuple((t, e.is_output(t), float(storage_tile(root, e, t)[0] * workload.tensors[t].bits))
-                              for t in e.tensors),
-                        {k: tuple(_dims(path[k], group, e.rank_variables) for group in gs) for k, gs in groups.items()})
+    f = LatencyFloor(ops / arch.compute(unit).throughput / arch.clock_hz, tuple(path),
+                     {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout},
+                     tuple(e.rank_variables),
+                     tuple((t, e.is_output(t), float(storage_tile(root, e, t)[0] * workload.tensors[t].bits))
+                           for t in e.tensors),
+                     {k: tuple(_dims(path[k], group, e.rank_variables) for group in gs) for k, gs in groups.items()})
+    empty = {"inst": np.ones(1), **{f"e:{r}": np.array([workload.rank_sizes[r]]) for r in e.rank_variables},
+             **{f"sp:{k}": np.ones(1) for k in f.fan_sizes},
+             **{f"{port}:{m.name}": np.zeros(1) for m in path for port in ("rb", "wb")}}
+    unshared = frozenset(t for t in e.tensors if not workload.is_shared(t))
+    return replace(f, least=float(latency_floor(f, empty, frozenset(groups), unshared)[0]))
 
 
 def _dims(memory, group: tuple, ranks: tuple) -> tuple:

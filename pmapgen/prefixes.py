@@ -97,6 +97,9 @@ COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its c
 # a latency budget also cuts by each finite port's bits still to come (`pmapgen.latency_floor`);
 # False: by what the ports moved so far alone (`benchmarks/latency_floor.py` compares the two)
 PORT_FLOORS = True
+# the prune compares a closed port's time (`_Search._closed_ports`) as at least the least latency;
+# False: as it is (`benchmarks/latency_floor.py` compares the two)
+CLOSED_PORTS = True
 PORT_SETS = 1  # the most ports one such floor sums (`pmapgen.latency_floor.port_sets`)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 BOX_RTOL = 1e-12  # slack on a spatial group's box bound (`_box_cut`), summed in floats
@@ -171,6 +174,7 @@ class _Search:
         self.sp: Space = space(self.e, workload, unit, arch, constraints)
         self.latency_terms = latency_floor_of(einsum, workload, arch, unit, self.sp.groups) if self.latency else None
         self._tops: dict = {}  # Prefix -> (`open_groups`, the tensors backed at the top level)
+        self._closed: dict = {}  # Prefix -> `_closed_ports`
         self._latency_columns = () if not self.latency else (
             "inst", *(f"e:{r}" for r in self.e.rank_variables),
             *(f"sp:{k}" for k in self.latency_terms.fan_sizes),
@@ -580,13 +584,41 @@ class _Search:
         partial sums are fills minus distinct tiles)."""
         n = len(cols["energy"])
         out = [cols["energy"]] if self.energy else []
-        for lv in self.path if self.latency else ():
-            out += [np.broadcast_to(x, n) for x in port_times(self.a.memory(lv), cols[f"rb:{lv}"], cols[f"wb:{lv}"])]
+        closed = self._closed_ports(key.prefix) if self.latency and CLOSED_PORTS else frozenset()
+        used = used_instances(self.latency_terms, cols, n) if closed else None
+        for k, lv in enumerate(self.path) if self.latency else ():
+            for x in port_times(self.a.memory(lv), cols[f"rb:{lv}"], cols[f"wb:{lv}"]):
+                if k in closed:  # final: at most `least` is as good as none (`_closed_ports`)
+                    x = np.maximum(x / used[k], self.latency_terms.least)
+                out.append(np.broadcast_to(x, n))
         out += [cols[f"res:{lv}:{k}"] for lv in self.levels for k in range(self.n_res)]
         out += [cols["time"]] + [cols[f"f:{t}"] for t in sorted(self._open(key.prefix))]
         out += [] if self.latency else [cols["inst"]]
         out += [_negated(cols[f"b:{t}"]) for t in self.e.tensors]
         out += [-math.prod(cols[f"t:{r}"] for r in self.e.use(t).ranks) for t in self.e.tensors if self.e.is_output(t)]
+        return out
+
+    def _closed_ports(self, prefix: Prefix) -> frozenset[int]:
+        """The levels no continuation of `prefix` accesses again: a level's bits grow only by
+        a node placed there (its fills), a node placed below a tensor's innermost node there
+        (reads from it, and an output's updates), or the leaf under that innermost node, so
+        once no tensor's innermost node is at k, nor k among the levels its next node may
+        use (nor at or below the on-chip backing of a tensor still to place), k's port times
+        are final. Such a time at most `LatencyFloor.least` is then as good as none: every
+        completion of every row takes at least that long, so the time never decides its
+        latency. The prune compares max(time, least) for those ports (sixtieth session,
+        docs/pmapgen.md "Closed ports"); open ports' bits may still grow by what
+        continuations add, so they are compared as they are."""
+        out = self._closed.get(prefix)
+        if out is None:
+            inner, pending = dict(prefix.inner), dict(prefix.backing)
+            touched: set = set()
+            for t in self.e.tensors:
+                if t in inner:
+                    touched |= {inner[t], *prefix.candidates(self.sp, t)}
+                else:
+                    touched |= set(range(pending.get(t, 0), len(self.path)))
+            out = self._closed[prefix] = frozenset(range(len(self.path))) - touched
         return out
 
     def _frontier(self, key: Key, cols: dict) -> np.ndarray:

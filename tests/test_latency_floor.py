@@ -16,7 +16,8 @@ from pmapgen import generate, generate_all
 from pmapgen.constraints import Constraints
 import pmapgen.prefixes as prefixes
 from pmapgen.prefixes import generate_by_prefixes
-from tests.test_pmapgen import SETTINGS, array_problems, floors_below_completions, frontier, small_problems
+from tests.test_pmapgen import (SETTINGS, array_problems, floors_below_completions, frontier, same_frontiers,
+                                small_problems)
 
 RTOL = 1e-9
 
@@ -40,6 +41,15 @@ def test_every_partial_pmapping_s_floor_with_sets_of_ports_is_at_most_its_comple
     """With floors of sets of ports summed (`pmapgen.latency_floor.port_sets`) as well."""
     with mock.patch.object(prefixes, "PORT_SETS", 3):
         assert floors_below_completions(problem, "latency") > 0
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(small_problems(max_levels=2, bandwidths=True), st.sampled_from([("latency",), ("energy", "latency")]))
+def test_prefix_search_with_limited_ports_equals_template_enumeration(problem, objectives):
+    """With no budget, under ports that decide some pmappings' latency: the prune compares
+    a closed port's time as at least the least latency (`_Search._closed_ports`), and
+    still keeps exactly the frontier of every template's every tile shape."""
+    same_frontiers(*problem, objectives)
 
 
 def same_frontiers_within_latency_budget(w, a, quantile: float, objectives, energy_quantile: float | None,
@@ -170,3 +180,53 @@ def test_a_spatial_group_reaches_a_divisor_of_the_extents_its_dims_may_run():
     assert group_reach(f, array, extents).tolist() == [128 * 96, 128 * 96, 6 * 128]
     assert group_reach(f, cores, extents).tolist() == [4, 4, 3]
     assert group_reach(f, cores, [np.array([1])] * 4 + [np.array([6])]).tolist() == [1]  # d: only a Y dim's
+
+
+def test_a_level_s_ports_close_once_no_continuation_can_access_it():
+    """Hand-read on gpt3's V under tpuv4i (DRAM 0, GlobalBuffer 1, LocalBuffer 2, Register 3):
+    with every tensor in DRAM and nothing below, every level is open; once each has a
+    GlobalBuffer node, DRAM's traffic is final (each node's fills come from the loops
+    above it, all placed); once I and V have LocalBuffer nodes and WV its registers
+    (weights bypass the LocalBuffer), the GlobalBuffer's is too (it holds nothing). And the
+    least latency the closed ports are compared against is V's latency floor (`ffm.latency_bound`)."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    from looptree.nodes import Storage
+    from pmapgen.prefixes import _Search
+    from pmapgen.templates import moves, roots
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    s = _Search("V", w, a, "MAC", Constraints(), ("latency",))
+    root = next(p for p, _ in roots(s.sp, w) if not p.backing)
+    after = {tuple((n.level, n.tensors) for n in mv.nodes): p for mv, p in moves(s.sp, root)
+             if isinstance(mv.nodes[0], Storage)}
+    assert s._closed_ports(root) == frozenset()
+    assert s._closed_ports(after[("GlobalBuffer", ("I", "V", "WV")),]) == {0}
+    assert s._closed_ports(after[("LocalBuffer", ("I", "V")), ("Register", ("WV",))]) == {0, 1}
+    assert s._closed_ports(after[("GlobalBuffer", ("I", "V")), ("Register", ("WV",))]) == {0}  # I, V still read
+    assert s.latency_terms.least == pytest.approx(einsum_latency_floor("V", w, a), rel=1e-12)
+
+
+def test_open_ports_are_compared_as_they_are():
+    """A port still open may still bind: compared as at least the least latency too (as
+    closed ones are), the prefix search loses two pmappings of Z's latency frontier here
+    (40 ns; the enumeration's frontier has 351 rows) and shows three of 52 and 56 ns they
+    dominate instead. Found by hypothesis against that mutation (no other test fails on
+    it), so `_closed_ports` must leave such a port out."""
+    import arch as arch_specs
+    import workloads
+    w = workloads.load({"name": "ports", "rank_sizes": {"a": 2, "b": 2, "c": 4}, "bits": 8,
+                        "einsums": ["T0[a,b,c] = X[a,b,c]", "Z[a] = T0[a,b,c] * T1[c,a]", "Y[a] = Z[a]"]})
+    a = arch_specs.load({"name": "ports", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "read_bandwidth": "4 GB/s", "write_bandwidth": "0.25 GB/s", "bandwidth": "0.25 GB/s"},
+        {"memory": "L1", "capacity": "inf", "read_energy": "0.5 pJ/bit", "write_energy": "0.2 pJ/bit",
+         "read_bandwidth": "4 GB/s", "write_bandwidth": "0.25 GB/s", "bandwidth": "1 GB/s",
+         "fanout": {"D1": {"size": 4, "multicast": True, "reduce": False}}},
+        {"memory": "L2", "capacity": "64 B", "read_energy": "0.5 pJ/bit", "write_energy": "0.6 pJ/bit",
+         "write_bandwidth": "0.25 GB/s", "bandwidth": "0.25 GB/s",
+         "fanout": {"D2": {"size": 3, "multicast": True, "reduce": True, "iterates": "multicast"}}},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    want = frontier(generate("Z", w, a, objectives=("latency",))[0], ("latency",))
+    assert len(want) == 351
+    assert frontier(generate_by_prefixes("Z", w, a, objectives=("latency",))[0], ("latency",)) == want
