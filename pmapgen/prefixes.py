@@ -100,6 +100,9 @@ PORT_FLOORS = True
 # the prune compares a closed port's time (`_Search._closed_ports`) as at least the least latency;
 # False: as it is (`benchmarks/latency_floor.py` compares the two)
 CLOSED_PORTS = True
+# rows pushed to a prefix whose only moves are storage runs, none of which fits them, are dropped
+# at once (`_Search._continues`); False: they wait, and processing their key gives them no children
+DEAD_CUT = True
 PORT_SETS = 1  # the most ports one such floor sums (`pmapgen.latency_floor.port_sets`)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 BOX_RTOL = 1e-12  # slack on a spatial group's box bound (`_box_cut`), summed in floats
@@ -343,6 +346,12 @@ class _Search:
                 cols, tiles, n = _rows(cols, ok), tiles[ok], int(ok.sum())
                 if not n:
                     return
+        if DEAD_CUT:
+            ok = self._continues(key, cols, n)
+            if ok is not None and not ok.all():
+                cols, tiles, n = _rows(cols, ok), tiles[ok], int(ok.sum())
+                if not n:
+                    return
         if key not in self.incoming:
             self.incoming[key] = _Waiting([], [])
             self.order.add(key)
@@ -355,6 +364,31 @@ class _Search:
         if len(waiting.parts) > 1 and (held := sum(len(p["batch"]) for p in waiting.parts)) > MERGE_ROWS:
             waiting.parts = [_compact(self._prune(key, _concat(waiting.parts)))]
             self.waiting_rows += len(waiting.parts[0]["batch"]) - held
+
+    def _continues(self, key: Key, cols: dict, n: int) -> np.ndarray | None:
+        """Per row pushed to `key` (not done), whether it may have a child: some loop move
+        whose rank variables it has not run out of (every loop's bound is at least 2), or
+        some storage run that fits it (`_fits`, as processing the key would ask). None
+        where every row may. A row with none would wait, be pruned and be processed for
+        nothing; it dominates no row that has one (a row at most its reservations, with
+        its extents and tiles, has whatever children it has), so dropping it changes no
+        frontier (sixtieth session: at batch 1, a quarter of the rows V's search within its
+        latency floor kept at root 6)."""
+        if key.prefix.done(self.sp):
+            return None
+        options, plan = self._moves(key.prefix)
+        ok = np.zeros(n, dtype=bool)
+        for move, _, adds in options:
+            if adds is None:
+                can = np.broadcast_to(np.logical_and.reduce([cols[f"e:{lp.rank_variable}"] >= 2
+                                                             for lp in move.nodes]), n)
+                if can.all():
+                    return None
+                ok |= can
+        if plan[0]:
+            view = {**cols, "row": np.arange(n)}
+            ok |= self._fits(plan, view, _Tiles(self, view)).any(axis=0)
+        return ok
 
     def _sid(self, fused: tuple) -> int:
         """The id of a fused structure (its `sid` column). Rows whose structures hold the

@@ -230,3 +230,23 @@ def test_open_ports_are_compared_as_they_are():
     want = frontier(generate("Z", w, a, objectives=("latency",))[0], ("latency",))
     assert len(want) == 351
     assert frontier(generate_by_prefixes("Z", w, a, objectives=("latency",))[0], ("latency",)) == want
+
+
+def test_rows_with_no_continuation_are_dropped_when_pushed():
+    """gpt3's V at batch 1 within its latency floor, one root (the shared tensors' backings,
+    `search_part`): rows pushed to a prefix whose moves none of them can take (storage runs
+    that do not fit, loops over rank variables they have run out of) are dropped at once
+    (`_Search._continues`), so fewer keys are processed, and the table is the same."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
+    got = {}
+    for dead in (True, False):
+        with mock.patch.object(prefixes, "DEAD_CUT", dead):
+            table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
+            assert st.complete
+            got[dead] = (frontier(table, ("latency",)), st.templates)
+    assert got[True][0] == got[False][0] and len(got[True][0]) > 0
+    assert got[True][1] < got[False][1], (got[True][1], got[False][1])
