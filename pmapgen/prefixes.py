@@ -100,8 +100,8 @@ PORT_FLOORS = True
 # the prune compares a closed port's time (`_Search._closed_ports`) as at least the least latency;
 # False: as it is (`benchmarks/latency_floor.py` compares the two)
 CLOSED_PORTS = True
-# rows pushed to a prefix whose only moves are storage runs, none of which fits them, are dropped
-# at once (`_Search._continues`); False: they wait, and processing their key gives them no children
+# rows pushed to a prefix (not done) whose moves none of them can take are dropped at once
+# (`_Search._continues`); False: they wait, and processing their key gives them no children
 DEAD_CUT = True
 PORT_SETS = 1  # the most ports one such floor sums (`pmapgen.latency_floor.port_sets`)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
@@ -372,7 +372,7 @@ class _Search:
         where every row may. A row with none would wait, be pruned and be processed for
         nothing; it dominates no row that has one (a row at most its reservations, with
         its extents and tiles, has whatever children it has), so dropping it changes no
-        frontier (sixtieth session: at batch 1, a quarter of the rows V's search within its
+        frontier (sixtieth session: at batch 1, 27.5% of the rows V's search within its
         latency floor kept at root 6)."""
         if key.prefix.done(self.sp):
             return None
@@ -641,8 +641,9 @@ class _Search:
         are final. Such a time at most `LatencyFloor.least` is then as good as none: every
         completion of every row takes at least that long, so the time never decides its
         latency. The prune compares max(time, least) for those ports (sixtieth session,
-        docs/pmapgen.md "Closed ports"); open ports' bits may still grow by what
-        continuations add, so they are compared as they are."""
+        docs/pmapgen.md "Closed ports, groups' reach, rows with no continuation"). Open
+        ports' bits may still grow by what continuations add, so they are compared as they
+        are (tests/test_latency_floor.py has a case where comparing them so loses rows)."""
         out = self._closed.get(prefix)
         if out is None:
             inner, pending = dict(prefix.inner), dict(prefix.backing)
