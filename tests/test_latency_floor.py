@@ -166,8 +166,8 @@ def test_a_spatial_group_reaches_a_divisor_of_the_extents_its_dims_may_run():
     Y dim runs reduced rank variables only (d): with 192 reductions left (3 x 64) Y reaches
     96, the largest divisor of 192 at most 128, and X (m, h or f, one rank variable or two
     that leave a read operand unindexed) 128; with 96 left, 96; the 4 cores (any rank
-    variable the cores need not reduce: not d) 4, or 3 where m, h and f leave 6. The old bound (the fanout size, capped by all extents
-    left) said 128 x 128 and 4."""
+    variable the cores need not reduce: not d) 4, or 3 where m, h and f leave 6. The old
+    bound (the fanout size, capped by all extents left) said 128 x 128 and 4."""
     import arch as arch_specs
     import workloads
     from pmapgen.latency_floor import group_reach
