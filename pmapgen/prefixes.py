@@ -103,6 +103,9 @@ CLOSED_PORTS = True
 # rows pushed to a prefix (not done) whose moves none of them can take are dropped at once
 # (`_Search._continues`); False: they wait, and processing their key gives them no children
 DEAD_CUT = True
+# with latency the only objective, the prune leaves out the state columns of tensors whose accesses
+# to come reach no finite port (`_Search._unbound`); False: it compares them
+UNBOUND_TENSORS = True
 PORT_SETS = 1  # the most ports one such floor sums (`pmapgen.latency_floor.port_sets`)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 BOX_RTOL = 1e-12  # slack on a spatial group's box bound (`_box_cut`), summed in floats
@@ -178,6 +181,8 @@ class _Search:
         self.latency_terms = latency_floor_of(einsum, workload, arch, unit, self.sp.groups) if self.latency else None
         self._tops: dict = {}  # Prefix -> (`open_groups`, the tensors backed at the top level)
         self._closed: dict = {}  # Prefix -> `_closed_ports`
+        self._touches: dict = {}  # Prefix -> `_touched`
+        self._unbounds: dict = {}  # Prefix -> `_unbound`
         self._latency_columns = () if not self.latency else (
             "inst", *(f"e:{r}" for r in self.e.rank_variables),
             *(f"sp:{k}" for k in self.latency_terms.fan_sizes),
@@ -626,10 +631,43 @@ class _Search:
                     x = np.maximum(x / used[k], self.latency_terms.least)
                 out.append(np.broadcast_to(x, n))
         out += [cols[f"res:{lv}:{k}"] for lv in self.levels for k in range(self.n_res)]
-        out += [cols["time"]] + [cols[f"f:{t}"] for t in sorted(self._open(key.prefix))]
+        # (a tensor whose accesses to come reach no finite port moves no latency: `_unbound`)
+        free = self._unbound(key.prefix) if self.latency and not self.energy and UNBOUND_TENSORS else frozenset()
+        out += [cols["time"]] + [cols[f"f:{t}"] for t in sorted(self._open(key.prefix)) if t not in free]
         out += [] if self.latency else [cols["inst"]]
-        out += [_negated(cols[f"b:{t}"]) for t in self.e.tensors]
-        out += [-math.prod(cols[f"t:{r}"] for r in self.e.use(t).ranks) for t in self.e.tensors if self.e.is_output(t)]
+        out += [_negated(cols[f"b:{t}"]) for t in self.e.tensors if t not in free]
+        out += [-math.prod(cols[f"t:{r}"] for r in self.e.use(t).ranks) for t in self.e.tensors
+                if self.e.is_output(t) and t not in free]
+        return out
+
+    def _touched(self, prefix: Prefix) -> dict[str, frozenset[int]]:
+        """Per tensor, the levels a continuation of `prefix` may still access for it: a
+        level's bits grow only by a node placed there (its fills), a node placed below the
+        tensor's innermost node there (reads from it, and an output's updates), or the leaf
+        under that innermost node; so its innermost node's level and the levels its next
+        nodes may use (a tensor whose on-chip backing is still to place: that level and
+        every one below)."""
+        out = self._touches.get(prefix)
+        if out is None:
+            inner, pending = dict(prefix.inner), dict(prefix.backing)
+            out = self._touches[prefix] = {
+                t: frozenset({inner[t], *prefix.candidates(self.sp, t)}) if t in inner
+                else frozenset(range(pending.get(t, 0), len(self.path))) for t in self.e.tensors}
+        return out
+
+    def _unbound(self, prefix: Prefix) -> frozenset[str]:
+        """The tensors whose accesses to come (`_touched`) reach no finite-bandwidth port.
+        With energy no criterion, their state columns (fills `f:`, spreads `b:`, an
+        output's distinct tiles) change nothing a continuation's latency or reservations
+        depend on, so the prune leaves them out (sixtieth session: at batch 1, V's root 6
+        within its latency floor, I's fills alone kept 36% of the rows kept, scratch
+        `/tmp/tl/crit.py`)."""
+        out = self._unbounds.get(prefix)
+        if out is None:
+            touched = self._touched(prefix)
+            out = self._unbounds[prefix] = frozenset(
+                t for t, levels in touched.items() if not any(port_times(self.a.memory(self.path[k]), 1.0, 1.0)
+                                                              for k in levels))
         return out
 
     def _closed_ports(self, prefix: Prefix) -> frozenset[int]:
@@ -646,14 +684,7 @@ class _Search:
         are (tests/test_latency_floor.py has a case where comparing them so loses rows)."""
         out = self._closed.get(prefix)
         if out is None:
-            inner, pending = dict(prefix.inner), dict(prefix.backing)
-            touched: set = set()
-            for t in self.e.tensors:
-                if t in inner:
-                    touched |= {inner[t], *prefix.candidates(self.sp, t)}
-                else:
-                    touched |= set(range(pending.get(t, 0), len(self.path)))
-            out = self._closed[prefix] = frozenset(range(len(self.path))) - touched
+            out = self._closed[prefix] = frozenset(range(len(self.path))).difference(*self._touched(prefix).values())
         return out
 
     def _frontier(self, key: Key, cols: dict) -> np.ndarray:
