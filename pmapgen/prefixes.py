@@ -671,12 +671,8 @@ class _Search:
         return out
 
     def _closed_ports(self, prefix: Prefix) -> frozenset[int]:
-        """The levels no continuation of `prefix` accesses again: a level's bits grow only by
-        a node placed there (its fills), a node placed below a tensor's innermost node there
-        (reads from it, and an output's updates), or the leaf under that innermost node, so
-        once no tensor's innermost node is at k, nor k among the levels its next node may
-        use (nor at or below the on-chip backing of a tensor still to place), k's port times
-        are final. Such a time at most `LatencyFloor.least` is then as good as none: every
+        """The levels no continuation of `prefix` accesses again (no tensor's `_touched`):
+        their port times are final. Such a time at most `LatencyFloor.least` is then as good as none: every
         completion of every row takes at least that long, so the time never decides its
         latency. The prune compares max(time, least) for those ports (sixtieth session,
         docs/pmapgen.md "Closed ports, groups' reach, rows with no continuation"). Open
