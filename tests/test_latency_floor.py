@@ -250,3 +250,28 @@ def test_rows_with_no_continuation_are_dropped_when_pushed():
             got[dead] = (frontier(table, ("latency",)), st.templates)
     assert got[True][0] == got[False][0] and len(got[True][0]) > 0
     assert got[True][1] < got[False][1], (got[True][1], got[False][1])
+
+
+def test_done_rows_are_held_on_their_keys_final_frontiers():
+    """gpt3's V at batch 1 within its latency floor, one root: a done key's finished rows are
+    pruned on reservations and latency when it is processed (`prefixes.DONE_PRUNE`,
+    `_Search._final_frontier`), so fewer are held until the search ends, and the table is
+    the same; every row the key kept is still extended (the same partial rows are built)."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    from pmapgen.prefixes import _Search
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
+    unit = a.computes_for(w.einsum("V"))[0].name
+    got = {}
+    for pruned in (True, False):
+        with mock.patch.object(prefixes, "DONE_PRUNE", pruned):
+            table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
+            assert st.complete
+            s = _Search("V", w, a, unit, c, ("latency",))
+            assert s.run(None, root=7) == ""
+            got[pruned] = (frontier(table, ("latency",)), st.tile_shapes, sum(len(f["row"]) for *_, f in s.done))
+    assert got[True][0] == got[False][0] and len(got[True][0]) > 0
+    assert got[True][1] == got[False][1]
+    assert got[True][2] < got[False][2], (got[True][2], got[False][2])

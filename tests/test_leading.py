@@ -18,7 +18,7 @@ def walked(search: _Search, limit: float) -> set[tuple[int, int]]:
     out: set = set()
     for _, rid, final in search.done:
         for row in np.flatnonzero(final["energy"] <= limit * (1 + BUDGET_RTOL)):
-            r, i = rid, int(row)
+            r, i = rid, int(final["row"][row])
             while (r, i) not in out:
                 out.add((r, i))
                 rec = search.records[r]

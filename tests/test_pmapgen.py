@@ -494,9 +494,12 @@ def floors_below_completions(problem, column: str = "energy") -> int:
     and checks each surviving partial pmapping's energy floor against the final energy of
     every pmapping the search completes from it. Returns how many pairs it checked.
     `column="latency"`: the latency floor (`pmapgen.latency_floor`, with its ports' floors)
-    against the final latency, within an infinite latency budget."""
+    against the final latency, within an infinite latency budget. Done rows are not pruned
+    (`prefixes.DONE_PRUNE` off): every completion the search reached is checked."""
     import math
+    from unittest import mock
 
+    from pmapgen import prefixes
     from pmapgen.constraints import Constraints
     from pmapgen.prefixes import _Search
     floors: dict = {}  # (parent record, parent row, move, tiles) -> the child's floor
@@ -515,10 +518,11 @@ def floors_below_completions(problem, column: str = "energy") -> int:
         for unit in a.computes_for(w.einsum(e)):
             s = Recorded(e, w, a, unit.name, Constraints() if column == "energy" else Constraints(latency_budget=math.inf),
                          (column,), math.inf if column == "energy" else None)
-            s.run(None)
+            with mock.patch.object(prefixes, "DONE_PRUNE", False):
+                s.run(None)
             for _, rid, done in s.done:
-                for j, energy in enumerate(done[column]):
-                    r, i = rid, j
+                for j, energy in zip(done["row"], done[column]):
+                    r, i = rid, int(j)
                     while s.records[r].batches[0][0] is not None:
                         rec = s.records[r]
                         parent, move = rec.batches[rec.batch[i]]
