@@ -106,6 +106,9 @@ DEAD_CUT = True
 # with latency the only objective, the prune leaves out the state columns of tensors whose accesses
 # to come reach no finite port (`_Search._unbound`); False: it compares them
 UNBOUND_TENSORS = True
+# with latency the only objective, a block's temporal loops follow one order per class of the tensors
+# they index that reach a finite port (`_Search._ordered`); False: per class of every tensor they index
+UNBOUND_ORDER = True
 # a done prefix's finished rows (`_Search.done`) are pruned on their final criteria when it is
 # processed (`_Search._final_frontier`), and only those are held; False: every row its prune kept
 DONE_PRUNE = True
@@ -199,6 +202,9 @@ class _Search:
             KeyLookup(constraints.key_budgets, einsum, workload, arch, unit)
         self._in_key: dict = {}  # (Key.fused, F) -> whether it may still end with the fixed key and c_T
         self.allowed = constraints.tiles
+        # (`_ordered`: only where no loop order is imposed, which may forbid the one order kept)
+        self._orders = self.latency and not self.energy and UNBOUND_TENSORS and UNBOUND_ORDER \
+            and not constraints.loop_order
         self.ranks = list(self.sp.relevance)
         self.path = self.sp.path
         self.levels = tracked_levels(arch, unit)
@@ -580,8 +586,33 @@ class _Search:
                 out = (options, plan)
                 if sum(map(len, _SHARED_MOVES.values())) < SHARED_MOVES:
                     _SHARED_MOVES.setdefault(self._space_key, {})[prefix] = out
+            if self._orders and prefix.block and not prefix.backing:
+                out = ([o for o in out[0] if o[2] is not None or self._ordered(prefix, o[0])], out[1])
             self._move_lists[prefix] = out
         return out
+
+    def _ordered(self, prefix: Prefix, move: Move) -> bool:
+        """Whether a loop move after `prefix` (below the fused region, in a block) keeps
+        the block's loops in the one order kept per class of the *bound* tensors they index
+        (those not `_unbound`: with latency the only objective, the others' fills decide
+        nothing): a class's loops contiguous, ordered by the tensors they index, then name.
+        `templates.moves` keeps one order per class of every tensor indexed; two adjacent
+        loops indexing the same bound tensors leave those tensors' fills, every tile, the
+        time and the reservations below the fused region as they are, and gathering a
+        class's loops only lowers the fills of bound tensors (sixty-first session)."""
+        loop = move.nodes[0]
+        if loop.spatial is not None:
+            return True
+        free = self._unbound(prefix)
+        if not free:
+            return True
+        relevance = self.sp.relevance
+        bound = lambda r: relevance[r] - free
+        order = lambda r: (tuple(sorted(relevance[r])), r)
+        r, prev = loop.rank_variable, prefix.block[-1]
+        if bound(r) == bound(prev):
+            return order(r) > order(prev)
+        return not any(bound(b) == bound(r) for b in prefix.block)
 
     def _runs(self, prefix: Prefix) -> tuple[tuple, tuple]:
         """(`_adds` of each storage run `moves` offers after `prefix`, which come first and

@@ -275,3 +275,56 @@ def test_done_rows_are_held_on_their_keys_final_frontiers():
     assert got[True][0] == got[False][0] and len(got[True][0]) > 0
     assert got[True][1] == got[False][1]
     assert got[True][2] < got[False][2], (got[True][2], got[False][2])
+
+
+def test_loop_orders_are_kept_per_class_of_the_bound_tensors_they_index():
+    """With latency the only objective, a block's loops follow one order per class of the
+    tensors they index that still reach a finite port (`_Search._ordered`). Here L0's port
+    is the only finite one: a tensor whose next nodes can only go to L1 or L2 is unbound.
+    Ignoring the bound tensors too (one order for every block) loses a 36 ns pmapping of
+    the enumeration's 9; no other test fails on that (found by hypothesis against that
+    mutation)."""
+    import arch as arch_specs
+    import workloads
+    from pmapgen.prefixes import _Search
+    w = workloads.load({"name": "order", "rank_sizes": {"m": 2, "k": 8, "n": 4}, "bits": 8,
+                        "einsums": ["Z[m,n] = A[m,k] * B[k,n]"]})
+    a = arch_specs.load({"name": "order", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "bandwidth": "2 GB/s"},
+        {"memory": "L1", "capacity": "16 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit"},
+        {"memory": "L2", "capacity": "1 values", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
+         "fanout": {"X": {"size": 2, "multicast": True, "reduce": False, "iterates": "multicast"},
+                    "Y": {"size": 2, "multicast": False, "reduce": True, "iterates": "reduced"}}},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    objectives = ("latency",)
+    want = frontier(generate("Z", w, a, objectives=objectives)[0], objectives)
+    assert len(want) == 9
+    assert frontier(generate_by_prefixes("Z", w, a, objectives=objectives)[0], objectives) == want
+
+    def every_block_one_order(self, prefix, move):
+        loop = move.nodes[0]
+        key = lambda r: (tuple(sorted(self.sp.relevance[r])), r)
+        return loop.spatial is not None or key(loop.rank_variable) > key(prefix.block[-1])
+    with mock.patch.object(_Search, "_ordered", every_block_one_order):
+        lost = frontier(generate_by_prefixes("Z", w, a, objectives=objectives)[0], objectives)
+    assert len(lost) == 8 and lost != want
+
+
+def test_one_loop_order_per_class_of_bound_tensors_keeps_v_s_table():
+    """gpt3's V at batch 1 within its latency floor, one root: with the loop orders of
+    `_Search._ordered` (`prefixes.UNBOUND_ORDER`) fewer partial rows are built, and the
+    table is the same."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
+    got = {}
+    for ordered in (True, False):
+        with mock.patch.object(prefixes, "UNBOUND_ORDER", ordered):
+            table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
+            assert st.complete
+            got[ordered] = (frontier(table, ("latency",)), st.tile_shapes)
+    assert got[True][0] == got[False][0] and len(got[True][0]) > 0
+    assert got[True][1] < got[False][1], (got[True][1], got[False][1])
