@@ -244,10 +244,32 @@ def test_rows_with_no_continuation_are_dropped_when_pushed():
     c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
     got = {}
     for dead in (True, False):
-        with mock.patch.object(prefixes, "DEAD_CUT", dead):
+        with mock.patch.object(prefixes, "DEAD_CUT", dead), mock.patch.object(prefixes, "BLOCK_CUT", False):
             table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
             assert st.complete
             got[dead] = (frontier(table, ("latency",)), st.templates)
+    assert got[True][0] == got[False][0] and len(got[True][0]) > 0
+    assert got[True][1] < got[False][1], (got[True][1], got[False][1])
+
+
+def test_rows_in_a_block_must_fit_a_storage_run_with_its_rank_variables_frozen():
+    """In a block of temporal loops below the fused region, the next cut is a storage run
+    and the block's rank variables loop no more before it (`templates.moves`), so a row
+    whose every storage run overflows with those at their extents and the rest at 1 is
+    dropped when pushed (`prefixes.BLOCK_CUT`). On gpt3's V at batch 1 within its latency
+    floor, one root: fewer rows built, the same table. Freezing every rank variable
+    instead fails two frontier tests; freezing them in the fused region too, one."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
+    got = {}
+    for frozen in (True, False):
+        with mock.patch.object(prefixes, "BLOCK_CUT", frozen):
+            table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
+            assert st.complete
+            got[frozen] = (frontier(table, ("latency",)), st.tile_shapes)
     assert got[True][0] == got[False][0] and len(got[True][0]) > 0
     assert got[True][1] < got[False][1], (got[True][1], got[False][1])
 
