@@ -34,12 +34,15 @@ from pmapgen.prefixes import _Search, energy_lower_bound, generate_by_rising_bud
 
 
 class Unpruned(_Search):
-    """The search without the Pareto prune within keys: every row it keeps has each of its
-    completions built (those the floor lets through), so `leading` marks exactly the rows
-    with a completion within the limit."""
+    """The search without the Pareto prune within keys, nor of done rows: every row it
+    keeps has each of its completions built (those the floor lets through), so `leading`
+    marks exactly the rows with a completion within the limit."""
 
     def _frontier(self, key, cols) -> np.ndarray:
         return np.ones(len(cols["energy"]), dtype=bool)
+
+    def _final_frontier(self, final) -> np.ndarray:
+        return np.ones(len(final["energy"]), dtype=bool)
 
 
 def main() -> None:
