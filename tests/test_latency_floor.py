@@ -4,6 +4,7 @@ completed from the row, and a search within a latency budget keeps exactly the e
 enumeration's frontier among the pmappings within it, alone or with an energy budget. The
 archs limit their ports' bandwidths (`tests.strategies.port_limits`), so port times decide
 some pmappings' latency and compute decides others'."""
+import contextlib
 import math
 from unittest import mock
 
@@ -232,71 +233,60 @@ def test_open_ports_are_compared_as_they_are():
     assert frontier(generate_by_prefixes("Z", w, a, objectives=("latency",))[0], ("latency",)) == want
 
 
-def test_rows_with_no_continuation_are_dropped_when_pushed():
-    """gpt3's V at batch 1 within its latency floor, one root (the shared tensors' backings,
-    `search_part`): rows pushed to a prefix whose moves none of them can take (storage runs
-    that do not fit, loops over rank variables they have run out of) are dropped at once
-    (`_Search._continues`), so fewer keys are processed, and the table is the same."""
-    import arch as arch_specs
-    import workloads
-    from ffm.latency_bound import einsum_latency_floor
-    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
-    c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
-    got = {}
-    for dead in (True, False):
-        with mock.patch.object(prefixes, "DEAD_CUT", dead), mock.patch.object(prefixes, "BLOCK_CUT", False):
-            table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
-            assert st.complete
-            got[dead] = (frontier(table, ("latency",)), st.templates)
-    assert got[True][0] == got[False][0] and len(got[True][0]) > 0
-    assert got[True][1] < got[False][1], (got[True][1], got[False][1])
-
-
-def test_rows_in_a_block_must_fit_a_storage_run_with_its_rank_variables_frozen():
-    """In a block of temporal loops below the fused region, the next cut is a storage run
-    and the block's rank variables loop no more before it (`templates.moves`), so a row
-    whose every storage run overflows with those at their extents and the rest at 1 is
-    dropped when pushed (`prefixes.BLOCK_CUT`). On gpt3's V at batch 1 within its latency
-    floor, one root: fewer rows built, the same table. Freezing every rank variable
-    instead fails two frontier tests; freezing them in the fused region too, one."""
-    import arch as arch_specs
-    import workloads
-    from ffm.latency_bound import einsum_latency_floor
-    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
-    c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
-    got = {}
-    for frozen in (True, False):
-        with mock.patch.object(prefixes, "BLOCK_CUT", frozen):
-            table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
-            assert st.complete
-            got[frozen] = (frontier(table, ("latency",)), st.tile_shapes)
-    assert got[True][0] == got[False][0] and len(got[True][0]) > 0
-    assert got[True][1] < got[False][1], (got[True][1], got[False][1])
-
-
-def test_done_rows_are_held_on_their_keys_final_frontiers():
-    """gpt3's V at batch 1 within its latency floor, one root: a done key's finished rows are
-    pruned on reservations and latency when it is processed (`prefixes.DONE_PRUNE`,
-    `_Search._final_frontier`), so fewer are held until the search ends, and the table is
-    the same; every row the key kept is still extended (the same partial rows are built)."""
+def v_within_its_floor(count_done: bool = False, **flags):
+    """gpt3's V at batch 1 within its latency floor, root 7 (`search_part`), with these
+    `prefixes` flags set: its frontier, Stats, and (`count_done`) the done rows a search of
+    that root holds at the end."""
     import arch as arch_specs
     import workloads
     from ffm.latency_bound import einsum_latency_floor
     from pmapgen.prefixes import _Search
     w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
     c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
-    unit = a.computes_for(w.einsum("V"))[0].name
-    got = {}
-    for pruned in (True, False):
-        with mock.patch.object(prefixes, "DONE_PRUNE", pruned):
-            table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
-            assert st.complete
-            s = _Search("V", w, a, unit, c, ("latency",))
-            assert s.run(None, root=7) == ""
-            got[pruned] = (frontier(table, ("latency",)), st.tile_shapes, sum(len(f["row"]) for *_, f in s.done))
-    assert got[True][0] == got[False][0] and len(got[True][0]) > 0
-    assert got[True][1] == got[False][1]
-    assert got[True][2] < got[False][2], (got[True][2], got[False][2])
+    with contextlib.ExitStack() as flagged:
+        for name, value in flags.items():
+            flagged.enter_context(mock.patch.object(prefixes, name, value))
+        table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
+        assert st.complete
+        if not count_done:
+            return frontier(table, ("latency",)), st, None
+        s = _Search("V", w, a, a.computes_for(w.einsum("V"))[0].name, c, ("latency",))
+        assert s.run(None, root=7) == ""
+    return frontier(table, ("latency",)), st, sum(len(f["row"]) for *_, f in s.done)
+
+
+def test_rows_with_no_continuation_are_dropped_when_pushed():
+    """V within its floor, one root (`v_within_its_floor`): rows pushed to a prefix whose
+    moves none of them can take (storage runs that do not fit, loops over rank variables
+    they have run out of) are dropped at once (`_Search._continues`), so fewer keys are
+    processed, and the table is the same."""
+    (cut, cut_st, _), (kept, kept_st, _) = (v_within_its_floor(DEAD_CUT=dead, BLOCK_CUT=False) for dead in (True, False))
+    assert cut == kept and len(cut) > 0
+    assert cut_st.templates < kept_st.templates, (cut_st.templates, kept_st.templates)
+
+
+def test_rows_in_a_block_must_fit_a_storage_run_with_its_rank_variables_frozen():
+    """In a block of temporal loops below the fused region, the next cut is a storage run
+    and the block's rank variables loop no more before it (`templates.moves`), so a row
+    whose every storage run overflows with those at their extents and the rest at 1 is
+    dropped when pushed (`prefixes.BLOCK_CUT`). V within its floor, one root: fewer rows
+    built, the same table. Freezing every rank variable instead fails two frontier tests;
+    freezing them in the fused region too, one."""
+    (cut, cut_st, _), (kept, kept_st, _) = (v_within_its_floor(BLOCK_CUT=frozen) for frozen in (True, False))
+    assert cut == kept and len(cut) > 0
+    assert cut_st.tile_shapes < kept_st.tile_shapes, (cut_st.tile_shapes, kept_st.tile_shapes)
+
+
+def test_done_rows_are_held_on_their_keys_final_frontiers():
+    """V within its floor, one root: a done key's finished rows are pruned on reservations
+    and latency when it is processed (`prefixes.DONE_PRUNE`, `_Search._final_frontier`),
+    so fewer are held until the search ends, and the table is the same; every row the key
+    kept is still extended (the same partial rows are built)."""
+    (cut, cut_st, cut_done), (kept, kept_st, kept_done) = (v_within_its_floor(True, DONE_PRUNE=p)
+                                                              for p in (True, False))
+    assert cut == kept and len(cut) > 0
+    assert cut_st.tile_shapes == kept_st.tile_shapes
+    assert cut_done < kept_done, (cut_done, kept_done)
 
 
 def test_loop_orders_are_kept_per_class_of_the_bound_tensors_they_index():
@@ -334,19 +324,8 @@ def test_loop_orders_are_kept_per_class_of_the_bound_tensors_they_index():
 
 
 def test_one_loop_order_per_class_of_bound_tensors_keeps_v_s_table():
-    """gpt3's V at batch 1 within its latency floor, one root: with the loop orders of
-    `_Search._ordered` (`prefixes.UNBOUND_ORDER`) fewer partial rows are built, and the
-    table is the same."""
-    import arch as arch_specs
-    import workloads
-    from ffm.latency_bound import einsum_latency_floor
-    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
-    c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
-    got = {}
-    for ordered in (True, False):
-        with mock.patch.object(prefixes, "UNBOUND_ORDER", ordered):
-            table, _, st = generate_by_prefixes("V", w, a, c, ("latency",), part=7)
-            assert st.complete
-            got[ordered] = (frontier(table, ("latency",)), st.tile_shapes)
-    assert got[True][0] == got[False][0] and len(got[True][0]) > 0
-    assert got[True][1] < got[False][1], (got[True][1], got[False][1])
+    """V within its floor, one root: with the loop orders of `_Search._ordered`
+    (`prefixes.UNBOUND_ORDER`) fewer partial rows are built, and the table is the same."""
+    (cut, cut_st, _), (kept, kept_st, _) = (v_within_its_floor(UNBOUND_ORDER=o) for o in (True, False))
+    assert cut == kept and len(cut) > 0
+    assert cut_st.tile_shapes < kept_st.tile_shapes, (cut_st.tile_shapes, kept_st.tile_shapes)
