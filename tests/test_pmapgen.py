@@ -20,7 +20,7 @@ from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, held_with
 from pmapgen.constraints import Constraints
 from pmapgen.pareto import pareto_mask
 import pmapgen.prefixes as prefixes
-from pmapgen.prefixes import COMPACT_ROWS, _compact, energy_lower_bound, generate_by_prefixes
+from pmapgen.prefixes import COMPACT_ROWS, _compact, _concat, _widened, energy_lower_bound, generate_by_prefixes
 from pmapgen.templates import Template, templates
 from pmapgen.tiles import tile_shape_chunks
 from tests.oracle import all_pmappings
@@ -306,21 +306,30 @@ def test_rising_budgets_find_the_minimum(problem, quantile):
         assert frontier(table, ("energy",)) == frontier(within, ("energy",)), e
 
 
-def test_a_waiting_part_holds_a_constant_column_once_with_the_same_values():
+def test_a_waiting_part_holds_a_constant_column_once_and_the_others_narrow_with_the_same_values():
     """`_compact`: a column equal on every row becomes one broadcast value (no memory per
-    row, read-only); the others and 2-D tiles are kept as they are, and so is a small part."""
+    row, read-only); the others are held in the narrowest type that holds them exactly
+    (non-negative integers unsigned, floats as float32 where each value is one), and
+    `_widened` and `_concat` give back every value at int64 or float64. A small part is
+    kept as it is."""
     small = {"a": np.full(COMPACT_ROWS - 1, 7.5), "tiles": np.zeros((COMPACT_ROWS - 1, 0), np.int64)}
     assert _compact(dict(small))["a"].strides[0] != 0
-    part = {"a": np.full(1000, 7.5), "b": np.arange(1000.0), "tiles": np.zeros((1000, 2), np.int64)}
+    n = 1000
+    part = {"a": np.full(n, 7.5), "b": np.arange(n) * 2.0 ** 40, "c": np.arange(n) / 10, "d": np.arange(n) * 70,
+            "neg": np.arange(n) - 3, "big": np.arange(n) * 2 ** 33, "tiles": np.tile([2, 300], (n, 1))}
     before = {c: v.copy() for c, v in part.items()}
     out = _compact(part)
     assert out["a"].strides == (0,) and out["a"].base.size == 1
-    assert out["b"] is part["b"] and out["b"].strides[0] != 0 and out["tiles"].strides[0] != 0
-    for c, v in before.items():
-        assert np.array_equal(out[c], v) and out[c].dtype == v.dtype
     assert np.array_equal(out["a"][[1, 5]], [7.5, 7.5]) and out["a"][[1, 5]].flags.writeable
     with pytest.raises(ValueError):
         out["a"][0] = 1.0
+    assert {c: out[c].dtype.name for c in "bcd"} == {"b": "float32", "c": "float64", "d": "uint32"}
+    assert {c: out[c].dtype.name for c in ("neg", "big", "tiles")} == {"neg": "int64", "big": "int64",
+                                                                       "tiles": "uint16"}
+    for wide in (_widened(out), _concat([out, _compact({c: v[:300].copy() for c, v in before.items()})])):
+        for c, v in before.items():
+            got = wide[c][:n]
+            assert got.dtype == v.dtype and np.array_equal(got, v), c
 
 
 @settings(max_examples=50, **SETTINGS)
