@@ -277,6 +277,32 @@ def test_rows_in_a_block_must_fit_a_storage_run_with_its_rank_variables_frozen()
     assert cut_st.tile_shapes < kept_st.tile_shapes, (cut_st.tile_shapes, kept_st.tile_shapes)
 
 
+def test_a_loop_move_s_children_need_no_second_floor_when_pushed():
+    """A loop move cuts its children by a floor computed from their parents' columns and
+    the loops' bounds (`_Search._over_latency_cut`), and their push does not compute one
+    again (`_push`'s `checked`). That loses no cut: V within its floor, one root, every
+    child so pushed is within the budget by its own floor (`_Search._latency_floor`)."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    from pmapgen.prefixes import LATENCY_RTOL, _Search
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    c = Constraints(latency_budget=einsum_latency_floor("V", w, a) * (1 + RTOL))
+    seen = {"rows": 0, "over": 0}
+
+    class Checking(_Search):
+        def _push(self, key, parent, move, cols, tiles, checked=False):
+            if checked and len(tiles):
+                threshold = self.latency_budget * (1 + LATENCY_RTOL)
+                seen["rows"] += len(tiles)
+                seen["over"] += int((self._latency_floor(key.prefix, cols) > threshold).sum())
+            super()._push(key, parent, move, cols, tiles, checked)
+
+    s = Checking("V", w, a, a.computes_for(w.einsum("V"))[0].name, c, ("latency",))
+    assert s.run(None, root=7) == ""
+    assert seen["rows"] > 10_000 and seen["over"] == 0, seen
+
+
 def test_done_rows_are_held_on_their_keys_final_frontiers():
     """V within its floor, one root: a done key's finished rows are pruned on reservations
     and latency when it is processed (`prefixes.DONE_PRUNE`, `_Search._final_frontier`),
