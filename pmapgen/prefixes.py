@@ -94,7 +94,7 @@ class _Waiting:
 SUBTREE_ROWS = 1 << 20  # past this many waiting rows, keys are processed deepest structure first
 MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
 NARROW_ROWS = 1 << 19  # past this many waiting rows, waiting parts are held narrow (`_compact`)
-COMPACT_ROWS = 64  # smaller waiting parts keep every column as it is (`_compact`: its checks would cost more than they save)
+COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its checks would cost more than they save)
 # a latency budget also cuts by each finite port's bits still to come (`pmapgen.latency_floor`);
 # False: by what the ports moved so far alone (`benchmarks/latency_floor.py` compares the two)
 PORT_FLOORS = True
@@ -113,6 +113,10 @@ UNBOUND_TENSORS = True
 # with latency the only objective, a block's temporal loops follow one order per class of the tensors
 # they index that reach a finite port (`_Search._ordered`); False: per class of every tensor they index
 UNBOUND_ORDER = True
+# a loop move's choices whose compute term alone is over the latency budget, with the instances to come
+# at most the open fanouts' sizes, are cut before their columns are gathered (`_Search._compute_cut`);
+# False: by the full floor alone (it cuts them too)
+COMPUTE_CUT = True
 # a done prefix's finished rows (`_Search.done`) are pruned on their final criteria when it is
 # processed (`_Search._final_frontier`), and only those are held; False: every row its prune kept
 DONE_PRUNE = True
@@ -168,25 +172,50 @@ def _compact(cols: dict, narrow: bool = True) -> dict:
     exactly: non-negative integers unsigned (extents, temporal bounds, fills, tiles),
     floats as float32 where each value is one (reservations and bits are products of small
     factors). Reading a part widens them again (`_concat`, `_widened`). At batch 1, V's
-    waiting rows took 223 bytes each at full width, 116 narrowed (sixty-second session)."""
+    waiting rows took 223 bytes each at full width, 129 narrowed (sixty-second session)."""
     if len(cols["tiles"]) < COMPACT_ROWS:
         return cols
     for c, v in cols.items():
-        if v.ndim == 1 and v.strides[0] and (v == v[0]).all():
+        if v.ndim != 1 or not v.strides[0]:
+            if narrow and v.ndim == 2 and v.size and v.min() >= 0:  # (tiles)
+                if (t := np.min_scalar_type(int(v.max()))).itemsize < v.itemsize:
+                    cols[c] = v.astype(t)
+            continue
+        lo, hi, single = _span(v) if v.dtype.kind == "i" else _float_span(v)
+        if lo == hi:
             one = v[:1].copy()
             cols[c] = np.ndarray(v.shape, v.dtype, one, 0, (0,))  # (np.broadcast_to's view, at a third of its cost)
             cols[c].flags.writeable = False
         elif not narrow:
             continue
-        elif v.dtype.kind == "i" and v.size and v.min() >= 0:
-            small = np.min_scalar_type(int(v.max()))
-            if small.itemsize < v.itemsize:
-                cols[c] = v.astype(small)
-        elif v.dtype == np.float64 and v.ndim == 1:
-            single = v.astype(np.float32)
-            if (single == v).all():
-                cols[c] = single
+        elif v.dtype.kind == "i" and lo >= 0 and (t := np.min_scalar_type(int(hi))).itemsize < v.itemsize:
+            cols[c] = v.astype(t)
+        elif v.dtype.kind == "f" and single:
+            cols[c] = v.astype(np.float32)
     return cols
+
+
+@numba.njit(cache=True)
+def _span(v):
+    """(least, most, False) of a non-empty integer column, in one pass (`_compact`)."""
+    lo = hi = v[0]
+    for x in v:
+        lo, hi = min(lo, x), max(hi, x)
+    return lo, hi, False
+
+
+@numba.njit(cache=True)
+def _float_span(v):
+    """(least, most, whether every value is a float32) of a non-empty float column, in one
+    pass (`_compact`; a NaN is neither: it keeps the column as it is)."""
+    lo = hi = v[0]
+    single = True
+    for x in v:
+        if x != x:
+            return 0.0, 1.0, False
+        lo, hi = min(lo, x), max(hi, x)
+        single = single and np.float64(np.float32(x)) == x
+    return lo, hi, single
 
 
 @dataclass
@@ -870,6 +899,10 @@ class _Search:
         what the floor reads of the extents and, if spatial, of the instances (the bits
         moved so far stay), so each child's floor comes from its parent's columns. At batch
         1, within V's least latency, most children built were cut at their push."""
+        if COMPUTE_CUT:
+            rows, bounds = self._compute_cut(move, prefix, cols, rows, bounds)
+            if not len(rows):
+                return rows, bounds
         view = _rows({c: cols[c] for c in self._latency_columns}, rows)
         for lp, b in zip(move.nodes, bounds):
             view[f"e:{lp.rank_variable}"] = view[f"e:{lp.rank_variable}"] // b  # (perfect factors: `_divisor_choices`)
@@ -880,6 +913,28 @@ class _Search:
         ok = self._latency_floors(prefix, cols, view, rows, np.column_stack(bounds), self._step(move, prefix),
                                   self._floor_inputs(cols) if self.port_floors else (None, None, None),
                                   threshold) <= threshold
+        return rows[ok], [b[ok] for b in bounds]
+
+    def _compute_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
+                     bounds: list) -> tuple[np.ndarray, list]:
+        """`_over_latency_cut`'s choices without those whose compute term alone is over the
+        budget with the instances still to come at most the product of the open fanouts'
+        sizes and the extents left (`latency_floor.reach` takes its groups' reach, at most
+        that): a cut on the parent's instances and extents and the loops' bounds, before the
+        children's columns are gathered. Its floor is at most `_latency_floors`', so it cuts
+        only choices that cuts (sixty-second session: at batch 1, QK's spatial groups offered
+        61.7 M choices in 30 s, and it cut all 60.9 M the floor cut)."""
+        f = self.latency_terms
+        room = math.prod(np.asarray(cols[f"e:{r}"], dtype=np.int64) for r in f.ranks)
+        room = np.broadcast_to(room, len(cols["inst"]))[rows]
+        inst = np.broadcast_to(cols["inst"], len(cols["inst"]))[rows]
+        for lp, b in zip(move.nodes, bounds):
+            room = room // b  # (perfect factors: `_divisor_choices`)
+            if lp.spatial is not None:
+                inst = inst * b
+        grow = math.prod(f.fan_sizes[k] for k in self._latency_tops(prefix)[0] if k in f.fan_sizes)
+        # (exact integers below 2**53 in floats, divided as `latency_floor.latency` does)
+        ok = f.compute / (inst * np.minimum(room, grow)).astype(np.float64) <= self.latency_budget * (1 + LATENCY_RTOL)
         return rows[ok], [b[ok] for b in bounds]
 
     def _box_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray) -> np.ndarray:

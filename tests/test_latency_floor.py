@@ -303,6 +303,16 @@ def test_a_loop_move_s_children_need_no_second_floor_when_pushed():
     assert seen["rows"] > 10_000 and seen["over"] == 0, seen
 
 
+def test_the_compute_cut_before_the_gather_cuts_only_what_the_floor_cuts():
+    """A loop move's choices whose compute term is over the budget with the instances to
+    come at most the open fanouts' sizes are cut before their columns are gathered
+    (`prefixes.COMPUTE_CUT`, `_Search._compute_cut`). That floor is at most the full one,
+    so V within its floor, one root, builds the same rows and keeps the same table."""
+    (cut, cut_st, _), (kept, kept_st, _) = (v_within_its_floor(COMPUTE_CUT=on) for on in (True, False))
+    assert cut == kept and len(cut) > 0
+    assert (cut_st.tile_shapes, cut_st.templates) == (kept_st.tile_shapes, kept_st.templates)
+
+
 def test_done_rows_are_held_on_their_keys_final_frontiers():
     """V within its floor, one root: a done key's finished rows are pruned on reservations
     and latency when it is processed (`prefixes.DONE_PRUNE`, `_Search._final_frontier`),
