@@ -181,7 +181,10 @@ def _compact(cols: dict, narrow: bool = True) -> dict:
                 if (t := np.min_scalar_type(int(v.max()))).itemsize < v.itemsize:
                     cols[c] = v.astype(t)
             continue
-        lo, hi, single = _span(v) if v.dtype.kind == "i" else _float_span(v)
+        if v.dtype.kind in "if":
+            lo, hi, single = (_span if v.dtype.kind == "i" else _float_span)(v)
+        else:
+            lo, hi, single = 0, int(not (v == v[0]).all()), False
         if lo == hi:
             one = v[:1].copy()
             cols[c] = np.ndarray(v.shape, v.dtype, one, 0, (0,))  # (np.broadcast_to's view, at a third of its cost)
