@@ -100,6 +100,34 @@ def pareto_mask(criteria: np.ndarray, groups: np.ndarray | None = None) -> np.nd
     return keep
 
 
+@numba.njit(cache=True)
+def _dominated(x: np.ndarray, front: np.ndarray, out: np.ndarray) -> None:
+    for i in range(x.shape[0]):
+        for j in range(front.shape[0]):
+            le = True
+            for c in range(x.shape[1]):
+                if front[j, c] > x[i, c]:
+                    le = False
+                    break
+            if le:
+                out[i] = True
+                break
+
+
+def dominated(criteria: np.ndarray, front: np.ndarray) -> np.ndarray:
+    """Boolean mask of the rows of `criteria` (n x d, minimised) that some row of `front`
+    (m x d) weakly dominates: is at most in every column. The prefix search drops partial
+    rows so against the pmappings it has finished (`pmapgen.prefixes._Search._beaten`)."""
+    x = np.ascontiguousarray(criteria, dtype=np.float64)
+    f = np.ascontiguousarray(front, dtype=np.float64)
+    if x.ndim != 2 or f.ndim != 2 or (len(f) and f.shape[1] != x.shape[1]):
+        raise ValueError("criteria and front must be 2-D arrays with the same columns")
+    out = np.zeros(len(x), dtype=np.bool_)
+    if len(x) and len(f):
+        _dominated(x, f, out)
+    return out
+
+
 def group_labels(values: np.ndarray) -> np.ndarray:
     """One integer label per row of `values` (n x k): equal rows get equal labels.
 

@@ -50,7 +50,7 @@ from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
 from pmapgen.latency_floor import latency, latency_floor, latency_floor_of, port_sets, reach, used_instances
-from pmapgen.pareto import group_labels, pareto_mask
+from pmapgen.pareto import dominated, group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
                                space, storage_state)
@@ -120,6 +120,9 @@ COMPUTE_CUT = True
 # a done prefix's finished rows (`_Search.done`) are pruned on their final criteria when it is
 # processed (`_Search._final_frontier`), and only those are held; False: every row its prune kept
 DONE_PRUNE = True
+# a partial row (F known) is dropped once a finished row of its compatibility group is at most its least
+# completion in every final criterion (`_Search._beaten`: reservations to F, energy, latency); False: kept
+INCUMBENT_CUT = True
 PORT_SETS = 1  # the most ports one such floor sums (`pmapgen.latency_floor.port_sets`)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 BOX_RTOL = 1e-12  # slack on a spatial group's box bound (`_box_cut`), summed in floats
@@ -226,6 +229,7 @@ class Stats:
     prefixes: int = 0  # structural prefixes processed
     rows: int = 0  # partial rows built
     kept: int = 0  # rows that survived the merge at their prefix
+    beaten: int = 0  # of those, dropped before they were extended by a finished row (`_Search._beaten`)
     seconds: float = 0.0
     roots: list = field(default_factory=list)  # prefixes processed per root (`_Search.run`'s order)
 
@@ -289,6 +293,9 @@ class _Search:
         self.incoming: dict[Key, list] = {}
         self.order = KeyOrder()  # the keys rows wait at
         self.done: list[tuple[Key, int, dict]] = []
+        # per compatibility group (F, sid, fused tiles), the frontier of the finished rows' final
+        # criteria that may drop partial rows (`_hold`, `_beaten`)
+        self.incumbents: dict[tuple, np.ndarray] = {}
         self._move_lists: dict = {}  # Prefix -> `_moves`
         # what `_moves` depends on: the space (tensor_keys and key only narrow it, `narrowed`), capacities, bits
         self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={},
@@ -639,6 +646,11 @@ class _Search:
             if DONE_PRUNE:
                 final = _rows(final, self._final_frontier(final))
             self.done.append((key, rid, final))
+            self._hold(key, final)
+        beaten = self._beaten(key, cols)
+        if beaten is not None:
+            self.stats.beaten += int(beaten.sum())
+            cols = _rows(cols, ~beaten)
         lifetimes = dict(key.lifetimes)
         options, plan = self._moves(key.prefix)
         fits = iter(self._fits(plan, cols, _Tiles(self, cols)))  # per storage run, in order
@@ -1140,10 +1152,80 @@ class _Search:
                                        used_instances(self.latency_terms, out, n))
         f = key.depth_f or 0
         final.update({f"res:{lv}:{k}": out[f"res:{lv}:{k}"] for lv in self.levels for k in range(f + 1)})
-        final["ft"] = np.column_stack([out[c] for c in sorted((c for c in out if c.startswith("ft:")),
-                                                                key=lambda c: int(c[3:]))] or [np.zeros(n)])
+        final["ft"] = self._fused_tiles(out, n)
         final["sid"] = out["sid"]
         return final
+
+    @staticmethod
+    def _fused_tiles(cols: dict, n: int) -> np.ndarray:
+        """The fused loops' tiles (`ft:<i>` in order) as an n x k float array (one zero
+        column if none): with F and the structure, a row's compatibility group."""
+        fts = sorted((c for c in cols if c.startswith("ft:")), key=lambda c: int(c[3:]))
+        return np.column_stack([np.broadcast_to(cols[c], n) for c in fts] or [np.zeros(n)]).astype(np.float64)
+
+    def _least_criteria(self, cols: dict, f: int, n: int) -> np.ndarray:
+        """Per row, at most every completion's final criteria but latency (`_beaten`):
+        reservations by lifetime to F only grow, and so does energy, by at least the
+        compute's."""
+        out = [np.broadcast_to(cols[f"res:{lv}:{k}"], n) for lv in self.levels for k in range(f + 1)]
+        if self.energy:
+            ops = math.prod(self.w.rank_sizes[r] for r in self.e.rank_variables)
+            out.append(np.broadcast_to(cols["energy"], n) + ops * self.a.compute(self.unit).energy)
+        return np.column_stack(out).astype(np.float64) if out else np.zeros((n, 0))
+
+    def _hold(self, key: Key, final: dict) -> None:
+        """Add a done key's finished rows to their groups' `incumbents`: those of latency at
+        most `LatencyFloor.least` (with latency an objective), the least any completion of
+        any row takes, so latency never favours a partial row over them."""
+        if not self._incumbent_cut():
+            return
+        n = len(final["sid"])
+        ok = final["latency"] <= self.latency_terms.least if self.latency else np.ones(n, dtype=bool)
+        if not ok.any():
+            return
+        f = key.depth_f or 0
+        x = self._least_criteria(final, f, n)
+        if self.energy:  # (finished: its energy as it is)
+            x[:, -1] = final["energy"]
+        rows = np.flatnonzero(ok)
+        sid, ft, x = np.broadcast_to(final["sid"], n)[rows], final["ft"][rows], x[rows]
+        _, first, inverse = np.unique(group_labels(np.column_stack([sid, ft])), return_index=True,
+                                      return_inverse=True)
+        for g, i in enumerate(first):
+            group = (f, int(sid[i]), ft[i].tobytes())
+            front = x[inverse == g]
+            if group in self.incumbents:
+                front = np.vstack([self.incumbents[group], front])
+            self.incumbents[group] = front[pareto_mask(front)]
+
+    def _incumbent_cut(self) -> bool:
+        """Only without an energy budget: within one, a finished row must also be within
+        its key's budget to stand for what it drops (the budget's floor cuts those searches)."""
+        return INCUMBENT_CUT and self.budget is None
+
+    def _beaten(self, key: Key, cols: dict) -> np.ndarray | None:
+        """Which rows of `key` (F known: their compatibility group is settled) a finished
+        row of their group (`incumbents`) weakly dominates in every final criterion at the
+        row's least completion (`_least_criteria`; latency: every completion takes at least
+        `least`, which the incumbents meet). Every completion of such a row is then at
+        least as bad as that finished row, which the table holds, so none is needed. None:
+        no row is."""
+        if key.depth_f is None or not self.incumbents or not self._incumbent_cut():
+            return None
+        n = len(cols["row"])
+        ft, sid = self._fused_tiles(cols, n), np.broadcast_to(cols["sid"], n)
+        labels = group_labels(np.column_stack([sid, ft]))
+        _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+        out, x = None, None
+        for g, i in enumerate(first):
+            front = self.incumbents.get((key.depth_f, int(sid[i]), ft[i].tobytes()))
+            if front is None:
+                continue
+            if x is None:
+                x, out = self._least_criteria(cols, key.depth_f, n), np.zeros(n, dtype=bool)
+            rows = np.flatnonzero(inverse == g) if len(first) > 1 else np.arange(n)
+            out[rows] = dominated(x[rows], front)
+        return out if out is not None and out.any() else None
 
     def _final_frontier(self, final: dict) -> np.ndarray:
         """Which done rows of one key (`_finish`) are on their compatibility group's frontier

@@ -313,6 +313,18 @@ def test_the_compute_cut_before_the_gather_cuts_only_what_the_floor_cuts():
     assert (cut_st.tile_shapes, cut_st.templates) == (kept_st.tile_shapes, kept_st.templates)
 
 
+def test_rows_a_finished_row_dominates_are_not_extended():
+    """A partial row whose compatibility group is settled (F known) is dropped before it is
+    extended once a finished row of that group has at most its reservations to F and
+    latency at most `least` (`prefixes.INCUMBENT_CUT`, `_Search._beaten`): every
+    completion of the row is at least as bad. V within its floor, one root: the same
+    table, fewer rows built. Its mutations fail the frontier tests: incumbents of any
+    latency (12 tests), energy left out of the comparison (7)."""
+    (cut, cut_st, _), (kept, kept_st, _) = (v_within_its_floor(INCUMBENT_CUT=on) for on in (True, False))
+    assert cut == kept and len(cut) > 0
+    assert cut_st.tile_shapes < kept_st.tile_shapes * 0.8, (cut_st.tile_shapes, kept_st.tile_shapes)
+
+
 def test_done_rows_are_held_on_their_keys_final_frontiers():
     """V within its floor, one root: a done key's finished rows are pruned on reservations
     and latency when it is processed (`prefixes.DONE_PRUNE`, `_Search._final_frontier`),

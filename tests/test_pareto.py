@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pmapgen.pareto as pareto
-from pmapgen.pareto import group_labels, pareto_mask
+from pmapgen.pareto import dominated, group_labels, pareto_mask
 
 
 def brute(x: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -26,6 +26,25 @@ def test_matches_brute_force(x, n_groups):
     groups = np.arange(len(x)) % n_groups
     assert (pareto_mask(x, groups) == brute(x, groups)).all()
     assert (pareto_mask(np.asfortranarray(x), groups) == brute(x, groups)).all()  # the prefix search's layout
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 4).flatmap(lambda d: st.tuples(*(
+    hnp.arrays(np.float64, st.tuples(st.integers(0, 30), st.just(d)),
+               elements=st.sampled_from([0.0, 1.0, 2.0, 3.5, 1e9, np.inf])) for _ in range(2)))))
+def test_dominated_matches_brute_force(pair):
+    """`dominated`: a row is marked iff some front row is at most it in every column
+    (ties count; with no columns, any front row dominates)."""
+    x, front = pair
+    want = np.array([any(np.all(f <= row) for f in front) for row in x], dtype=bool)
+    assert (dominated(x, front) == want).all()
+
+
+def test_dominated_example():
+    front = np.array([[1.0, 5.0], [3.0, 3.0]])
+    x = np.array([[1.0, 5.0], [2.0, 6.0], [2.0, 4.0], [4.0, 3.0], [0.0, 9.0]])
+    assert dominated(x, front).tolist() == [True, True, False, True, False]
+    assert dominated(x, front[:0]).tolist() == [False] * 5
 
 
 def test_two_criteria_example():

@@ -504,7 +504,8 @@ def floors_below_completions(problem, column: str = "energy") -> int:
     every pmapping the search completes from it. Returns how many pairs it checked.
     `column="latency"`: the latency floor (`pmapgen.latency_floor`, with its ports' floors)
     against the final latency, within an infinite latency budget. Done rows are not pruned
-    (`prefixes.DONE_PRUNE` off): every completion the search reached is checked."""
+    (`prefixes.DONE_PRUNE` off), nor partial rows by them (`prefixes.INCUMBENT_CUT` off):
+    every completion the search could reach is checked."""
     import math
     from unittest import mock
 
@@ -527,7 +528,7 @@ def floors_below_completions(problem, column: str = "energy") -> int:
         for unit in a.computes_for(w.einsum(e)):
             s = Recorded(e, w, a, unit.name, Constraints() if column == "energy" else Constraints(latency_budget=math.inf),
                          (column,), math.inf if column == "energy" else None)
-            with mock.patch.object(prefixes, "DONE_PRUNE", False):
+            with mock.patch.object(prefixes, "DONE_PRUNE", False), mock.patch.object(prefixes, "INCUMBENT_CUT", False):
                 s.run(None)
             for _, rid, done in s.done:
                 for j, energy in zip(done["row"], done[column]):
