@@ -296,6 +296,7 @@ class _Search:
         # per compatibility group (F, sid, fused tiles), the frontier of the finished rows' final
         # criteria that may drop partial rows (`_hold`, `_beaten`)
         self.incumbents: dict[tuple, np.ndarray] = {}
+        self._held: set = set()  # the (F, sid) of the incumbents' groups
         self._move_lists: dict = {}  # Prefix -> `_moves`
         # what `_moves` depends on: the space (tensor_keys and key only narrow it, `narrowed`), capacities, bits
         self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={},
@@ -1191,14 +1192,20 @@ class _Search:
             x[:, -1] = final["energy"]
         rows = np.flatnonzero(ok)
         sid, ft, x = np.broadcast_to(final["sid"], n)[rows], final["ft"][rows], x[rows]
-        _, first, inverse = np.unique(group_labels(np.column_stack([sid, ft])), return_index=True,
-                                      return_inverse=True)
-        for g, i in enumerate(first):
-            group = (f, int(sid[i]), ft[i].tobytes())
-            front = x[inverse == g]
-            if group in self.incumbents:
-                front = np.vstack([self.incumbents[group], front])
-            self.incumbents[group] = front[pareto_mask(front)]
+        labels = group_labels(np.column_stack([sid, ft]))
+        kept = np.flatnonzero(pareto_mask(x, labels))  # (one call for all: QK's done keys hold about 40 groups)
+        for at in _by_group(labels[kept]):
+            at = kept[at]
+            group = (f, int(sid[at[0]]), ft[at[0]].tobytes())
+            front, held = x[at], self.incumbents.get(group)
+            if held is not None:
+                front = front[~dominated(front, held)]  # (most are: one compiled pass, no sort)
+                if not len(front):
+                    continue
+                front = np.vstack([held, front])
+                front = front[pareto_mask(front)]
+            self.incumbents[group] = front
+            self._held.add(group[:2])
 
     def _incumbent_cut(self) -> bool:
         """Only without an energy budget: within one, a finished row must also be within
@@ -1214,19 +1221,18 @@ class _Search:
         no row is."""
         if key.depth_f is None or not self.incumbents or not self._incumbent_cut():
             return None
+        if not any((key.depth_f, sid) in self._held for sid in _distinct(cols["sid"])[0]):
+            return None
         n = len(cols["row"])
         ft, sid = self._fused_tiles(cols, n), np.broadcast_to(cols["sid"], n)
-        labels = group_labels(np.column_stack([sid, ft]))
-        _, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
         out, x = None, None
-        for g, i in enumerate(first):
-            front = self.incumbents.get((key.depth_f, int(sid[i]), ft[i].tobytes()))
+        for at in _by_group(group_labels(np.column_stack([sid, ft]))):
+            front = self.incumbents.get((key.depth_f, int(sid[at[0]]), ft[at[0]].tobytes()))
             if front is None:
                 continue
             if x is None:
                 x, out = self._least_criteria(cols, key.depth_f, n), np.zeros(n, dtype=bool)
-            rows = np.flatnonzero(inverse == g) if len(first) > 1 else np.arange(n)
-            out[rows] = dominated(x[rows], front)
+            out[at] = dominated(x[at], front)
         return out if out is not None and out.any() else None
 
     def _final_frontier(self, final: dict) -> np.ndarray:
@@ -1330,6 +1336,12 @@ def _rows(cols: dict, index: np.ndarray) -> dict:
         else:
             out[c] = v[index]
     return out
+
+
+def _by_group(labels: np.ndarray):
+    """Per group label (`pareto.group_labels`), its rows."""
+    order = np.argsort(labels, kind="stable")
+    yield from np.split(order, np.flatnonzero(np.diff(labels[order])) + 1)
 
 
 def _distinct(v: np.ndarray) -> tuple[list[int], np.ndarray | None]:
