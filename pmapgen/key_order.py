@@ -20,12 +20,16 @@ import heapq
 from collections import Counter
 from itertools import count
 
+import numpy as np
+
 
 class KeyOrder:
     """Waiting keys (anything with `fused` and `progress`), handed out one fused structure's
-    level at a time, in either order."""
+    level at a time, in either order; or, given `reach`, one key at a time, reached first
+    (`Reached`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reach=None) -> None:
+        self.reached = None if reach is None else Reached(reach)
         self.groups: dict[tuple, dict[int, list]] = {}  # fused structure -> progress -> keys
         self._lowest: list = []  # heap of (progress, -len(fused), n, fused): level by level
         self._deepest: list = []  # heap of (-len(fused), -progress, n, fused): deepest first
@@ -33,9 +37,12 @@ class KeyOrder:
         self._multisets: dict[tuple, Counter] = {}  # `_ready`'s counts per structure
 
     def __bool__(self) -> bool:
-        return bool(self.groups)
+        return bool(self.groups) if self.reached is None else bool(self.reached)
 
     def add(self, key) -> None:
+        if self.reached is not None:
+            self.reached.add(key)
+            return
         levels = self.groups.setdefault(key.fused, {})
         if key.progress not in levels:
             levels[key.progress] = []
@@ -46,6 +53,8 @@ class KeyOrder:
 
     def pop(self, deepest: bool = False) -> list:
         """The keys of one fused structure at one progress, all ready to process."""
+        if self.reached is not None:
+            return [self.reached.pop()]
         if deepest:
             return self._pop_deepest()
         while True:
@@ -89,3 +98,59 @@ class KeyOrder:
         if not levels:
             del self.groups[fused]
         return keys
+
+
+class Reached:
+    """Waiting keys handed out one at a time: of those no other waiting key may still reach,
+    the one of the highest progress (a depth-first order: the search reaches finished rows
+    early, which then drop the partial rows they dominate). `reach(key)` is a vector of
+    integers no move lowers (`_Search._reach_vector`), so a key J reaches K only if J's
+    progress is lower and J's vector is at most K's in every entry; a key none reaches
+    gets no more rows. Each key counts the waiting keys that may reach it (`blocked`),
+    updated as keys come and go."""
+
+    def __init__(self, reach) -> None:
+        self.reach = reach
+        self.keys: list = []  # waiting keys; None where processed (a free slot)
+        self.vectors = np.zeros((0, 0), np.int64)
+        self.progress = np.zeros(0, np.int64)
+        self.blocked = np.zeros(0, np.int64)  # per slot, the waiting keys that may reach it
+        self.live = np.zeros(0, bool)
+        self.free: list = []
+        self.n = 0
+
+    def __bool__(self) -> bool:
+        return self.n > 0
+
+    def add(self, key) -> None:
+        v = np.asarray(self.reach(key), dtype=np.int64)
+        if v.shape[0] > self.vectors.shape[1]:  # a vector grows with the fused events seen (zeros before)
+            self.vectors = np.hstack([self.vectors, np.zeros((len(self.vectors), v.shape[0] - self.vectors.shape[1]),
+                                                             np.int64)])
+        v = np.concatenate([v, np.zeros(self.vectors.shape[1] - v.shape[0], np.int64)])
+        if not self.free:
+            grow = max(len(self.keys), 16)
+            self.keys += [None] * grow
+            self.free = list(range(len(self.keys) - 1, len(self.keys) - grow - 1, -1))
+            self.vectors = np.vstack([self.vectors, np.zeros((grow, self.vectors.shape[1]), np.int64)])
+            self.progress = np.concatenate([self.progress, np.zeros(grow, np.int64)])
+            self.blocked = np.concatenate([self.blocked, np.zeros(grow, np.int64)])
+            self.live = np.concatenate([self.live, np.zeros(grow, bool)])
+        i = self.free.pop()
+        p = key.progress
+        below = self.live & (self.vectors <= v).all(axis=1)
+        above = self.live & (self.vectors >= v).all(axis=1)
+        self.blocked[i] = int((below & (self.progress < p)).sum())
+        self.blocked[above & (self.progress > p)] += 1
+        self.keys[i], self.vectors[i], self.progress[i], self.live[i] = key, v, p, True
+        self.n += 1
+
+    def pop(self):
+        ready = np.flatnonzero(self.live & (self.blocked == 0))
+        i = int(ready[np.argmax(self.progress[ready])])
+        key, v, p = self.keys[i], self.vectors[i], self.progress[i]
+        self.keys[i], self.live[i] = None, False
+        self.free.append(i)
+        self.n -= 1
+        self.blocked[self.live & (self.vectors >= v).all(axis=1) & (self.progress > p)] -= 1
+        return key

@@ -123,6 +123,7 @@ DONE_PRUNE = True
 # a partial row (F known) is dropped once a finished row of its compatibility group is at most its least
 # completion in every final criterion (`_Search._beaten`: reservations to F, energy, latency); False: kept
 INCUMBENT_CUT = True
+REACH_ORDER = True  # with INCUMBENT_CUT: keys processed reached first (`key_order.Reached`)
 PORT_SETS = 1  # the most ports one such floor sums (`pmapgen.latency_floor.port_sets`)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 BOX_RTOL = 1e-12  # slack on a spatial group's box bound (`_box_cut`), summed in floats
@@ -291,7 +292,9 @@ class _Search:
         self._multisets: list[tuple] = []  # sid -> its events sorted: the `Key.fused` its rows wait at
         self._appends: dict = {}  # (sid, events) -> the sid of the structure with the events appended
         self.incoming: dict[Key, list] = {}
-        self.order = KeyOrder()  # the keys rows wait at
+        self._events: dict = {}  # fused event -> its entry in `_reach_vector`
+        # the keys rows wait at; reached first where finished rows drop partial ones (`_incumbent_cut`)
+        self.order = KeyOrder(self._reach_vector if REACH_ORDER and self._incumbent_cut() else None)
         self.done: list[tuple[Key, int, dict]] = []
         # per compatibility group (F, sid, fused tiles), the frontier of the finished rows' final
         # criteria that may drop partial rows (`_hold`, `_beaten`)
@@ -1206,6 +1209,29 @@ class _Search:
                 front = front[pareto_mask(front)]
             self.incumbents[group] = front
             self._held.add(group[:2])
+
+    def _reach_vector(self, key: Key) -> list[int]:
+        """Integers no move lowers (`key_order.Reached`): each tensor's innermost level (-1:
+        none yet), the spatial groups placed, the fused rank variables, the on-chip backings
+        placed, the shared tensors' backing levels (a root's: equal in every key reached),
+        loops, depth, the storage floor and deepest level, F (once known, equal in every
+        key reached) and the count of each fused event."""
+        p, sp = key.prefix, self.sp
+        inner, pending = dict(p.inner), dict(p.backing)
+        f = key.depth_f
+        v = [inner.get(t, -1) for t in self.e.tensors]
+        v += [int(k in p.groups_placed) for k in sorted(sp.groups)]
+        v += [int(r in p.fused_ranks) for r in self.ranks]
+        v += [-int(t in pending) for t in self.shared]
+        onchip = dict(p.shared_onchip)  # (a root's: equal in every key reached)
+        v += [x for t in self.shared for x in (onchip.get(t, 0), -onchip.get(t, 0))]
+        v += [*p.loops, p.depth, p.floor, p.deepest, -1 if f is None else f, -(1 << 30) if f is None else -f]
+        counts = [0] * len(self._events)
+        for ev in key.fused:
+            i = self._events.setdefault(ev, len(self._events))
+            counts += [0] * (i + 1 - len(counts))
+            counts[i] += 1
+        return v + counts
 
     def _incumbent_cut(self) -> bool:
         """Only without an energy budget: within one, a finished row must also be within

@@ -247,14 +247,39 @@ def test_prefix_search_deepest_structure_first_processes_every_key_once_and_equa
     enumeration), without and within a budget."""
     w, a = problem
     for e in w.einsum_names:
-        level = generate_by_prefixes(e, w, a)
-        budget = None if quantile is None or level[0].empty else float(np.quantile(level[0]["energy"], quantile))
-        if budget is not None:
-            level = generate_by_prefixes(e, w, a, budget=budget)
-        with mock.patch.object(prefixes, "SUBTREE_ROWS", -1):
-            deepest = generate_by_prefixes(e, w, a, budget=budget)
+        with mock.patch.object(prefixes, "REACH_ORDER", False):  # (without a budget it would decide the order)
+            level = generate_by_prefixes(e, w, a)
+            budget = None if quantile is None or level[0].empty else float(np.quantile(level[0]["energy"], quantile))
+            if budget is not None:
+                level = generate_by_prefixes(e, w, a, budget=budget)
+            with mock.patch.object(prefixes, "SUBTREE_ROWS", -1):
+                deepest = generate_by_prefixes(e, w, a, budget=budget)
         assert (deepest[2].templates, deepest[2].tile_shapes) == (level[2].templates, level[2].tile_shapes), e
         assert frontier(deepest[0]) == frontier(level[0]), e
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+def test_keys_reached_first_are_each_processed_once_and_keep_the_frontier(problem, objectives):
+    """Without a budget, keys are handed out one at a time, the highest progress no waiting
+    key may reach first (`key_order.Reached`): every key is still processed once, after
+    every row that reaches it (a key processed before its last rows came would be pushed
+    to again and processed twice), and the frontier is level order's. The rows built may
+    differ: finished rows drop the partial rows they dominate as they come."""
+    w, a = problem
+    for e in w.einsum_names:
+        for unit in a.computes_for(w.einsum(e)):
+            search = prefixes._Search(e, w, a, unit.name, Constraints(), objectives)
+            assert search.order.reached is not None
+            processed = []
+            process = search._process
+            with mock.patch.object(search, "_process", lambda key: (processed.append(key), process(key))):
+                assert search.run(None) == ""
+            assert len(processed) == len(set(processed)) == search.stats.prefixes, e
+        with mock.patch.object(prefixes, "REACH_ORDER", False):
+            level = generate_by_prefixes(e, w, a, objectives=objectives)
+        reached = generate_by_prefixes(e, w, a, objectives=objectives)
+        assert frontier(reached[0], objectives) == frontier(level[0], objectives), e
 
 
 @settings(max_examples=10, **SETTINGS)
