@@ -56,3 +56,54 @@ def test_deepest_first_waits_for_a_structure_whose_events_are_within_this_one_s(
     assert order.pop(deepest=True) == [K(("b",), 10)]  # ("a", "b") waits for it: ("b",) is within
     assert order.pop(deepest=True) == [K(("a", "b"), 20)]
     assert not order
+
+
+@dataclass(frozen=True)
+class V:
+    name: str
+    progress: int
+    vector: tuple
+
+
+def test_reached_first_hands_out_the_highest_progress_no_waiting_key_may_reach():
+    order = KeyOrder(reach=lambda k: k.vector)
+    a, b, c, d = V("a", 10, (0, 0)), V("b", 20, (1, 0)), V("c", 30, (1, 1)), V("d", 25, (0, 2, 1))
+    for k in (a, b, c, d):
+        order.add(k)
+    # a (0, 0) may reach every other; once it is out, b (1, 0) still may reach c (1, 1) but
+    # not d (0, 2, 1): d has the highest progress of the ready ones. Vectors grow with
+    # entries seen later (zeros before): c is (1, 1, 0)
+    assert order.pop() == [a]
+    assert order.pop(deepest=True) == [d]
+    assert order.pop() == [b]
+    order.add(V("e", 40, (2, 1)))  # c may reach e: c first, though e's progress is higher
+    order.add(V("f", 35, (0, 0, 2)))  # nothing waiting may reach f
+    assert order.pop() == [V("f", 35, (0, 0, 2))]
+    assert order.pop() == [c]
+    assert order.pop() == [V("e", 40, (2, 1))]
+    assert not order
+
+
+def test_reached_first_matches_brute_force_on_random_keys():
+    """Each key handed out is the highest progress of the waiting keys that no other
+    waiting key of lower progress is at most in every entry; keys added while others wait."""
+    import random
+    rng = random.Random(0)
+    for trial in range(200):
+        order, waiting = KeyOrder(reach=lambda k: k.vector), []
+        pending = [V(str(i), rng.randrange(6), tuple(rng.randrange(3) for _ in range(rng.randrange(1, 4))))
+                   for i in range(rng.randrange(1, 12))]
+        while pending or waiting:
+            if pending and (not waiting or rng.random() < 0.5):
+                k = pending.pop()
+                order.add(k)
+                waiting.append(k)
+                continue
+            width = max(len(k.vector) for k in waiting)
+            pad = lambda k: k.vector + (0,) * (width - len(k.vector))
+            ready = [k for k in waiting if not any(j.progress < k.progress and all(x <= y for x, y in zip(pad(j), pad(k)))
+                                                   for j in waiting)]
+            got = order.pop()
+            assert got[0] in ready and got[0].progress == max(k.progress for k in ready), trial
+            waiting.remove(got[0])
+        assert not order
