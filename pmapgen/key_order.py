@@ -12,7 +12,12 @@ many rows wait at once (docs/pmapgen.md, "Deepest structure first"):
 - **deepest first** (the longest fused structure, then the highest progress, that is
   ready) finishes one structure's subtree before opening the next, so only its rows and
   the other structures' first rows wait (QK at batch 1 within 3.2 mJ: 1.3 M rows instead
-  of 11.0 M).
+  of 11.0 M);
+- **reached first** (`Reached`, sixty-fourth session: one key at a time, the highest
+  progress of those no waiting key may reach, by a vector of the prefix's fields that no
+  move lowers) goes depth first through the keys, within a structure too, so finished
+  rows come early and drop the partial rows they dominate (`_Search._beaten`). The
+  prefix search uses it where that cut is on (no energy budget).
 """
 from __future__ import annotations
 
