@@ -151,6 +151,8 @@ class Reached:
         self.n += 1
 
     def pop(self):
+        """The key of the highest progress that no waiting key may reach (one always is:
+        the lowest progress), taken out; the keys it may reach count one fewer."""
         ready = np.flatnonzero(self.live & (self.blocked == 0))
         i = int(ready[np.argmax(self.progress[ready])])
         key, v, p = self.keys[i], self.vectors[i], self.progress[i]

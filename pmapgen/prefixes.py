@@ -25,8 +25,9 @@ good, and the others are dropped before they multiply. The counts are the steps 
 templates and evaluated by the model itself (`generate.template_rows`).
 
 Keys are processed in the order of `pmapgen.key_order` (deepest fused structure first
-once many rows wait; without an energy budget, reached first), and an Einsum with a mirror symmetry (`pmapgen.symmetry`: QK) is
-searched over one of each pair of mirrored fused structures.
+once many rows wait; without an energy budget, reached first), and an Einsum with a
+mirror symmetry (`pmapgen.symmetry`: QK) is searched over one of each pair of mirrored
+fused structures.
 """
 from __future__ import annotations
 
