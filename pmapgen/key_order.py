@@ -17,7 +17,11 @@ many rows wait at once (docs/pmapgen.md, "Deepest structure first"):
   progress of those no waiting key may reach, by a vector of the prefix's fields that no
   move lowers) goes depth first through the keys, within a structure too, so finished
   rows come early and drop the partial rows they dominate (`_Search._beaten`). The
-  prefix search uses it where that cut is on (no energy budget).
+  prefix search uses it where that cut is on (no energy budget). Rows that merge at a key
+  from many paths wait there for all of them; past a share of its row limit the search
+  **spills** (sixty-fifth session): it takes the highest-progress key whether or not rows
+  may still come, and a key that gets rows later is added and processed again. Each row
+  is still extended once, so the result is the same.
 """
 from __future__ import annotations
 
@@ -56,10 +60,12 @@ class KeyOrder:
             heapq.heappush(self._deepest, (-len(key.fused), -key.progress, n, key.fused))
         levels[key.progress].append(key)
 
-    def pop(self, deepest: bool = False) -> list:
-        """The keys of one fused structure at one progress, all ready to process."""
+    def pop(self, deepest: bool = False, spill: bool = False) -> list:
+        """The keys of one fused structure at one progress, all ready to process; given
+        `reach`, one key, and with `spill` the highest progress whether ready or not
+        (`Reached.pop`)."""
         if self.reached is not None:
-            return [self.reached.pop()]
+            return [self.reached.pop(spill)]
         if deepest:
             return self._pop_deepest()
         while True:
@@ -150,10 +156,12 @@ class Reached:
         self.keys[i], self.vectors[i], self.progress[i], self.live[i] = key, v, p, True
         self.n += 1
 
-    def pop(self):
+    def pop(self, spill: bool = False):
         """The key of the highest progress that no waiting key may reach (one always is:
-        the lowest progress), taken out; the keys it may reach count one fewer."""
-        ready = np.flatnonzero(self.live & (self.blocked == 0))
+        the lowest progress), taken out; the keys it may reach count one fewer. With
+        `spill`, the key of the highest progress of all, reached or not: rows may still come
+        to it, and it is then added again and processed again with them."""
+        ready = np.flatnonzero(self.live & ((self.blocked == 0) | spill))
         i = int(ready[np.argmax(self.progress[ready])])
         key, v, p = self.keys[i], self.vectors[i], self.progress[i]
         self.keys[i], self.live[i] = None, False

@@ -125,6 +125,10 @@ DONE_PRUNE = True
 # completion in every final criterion (`_Search._beaten`: reservations to F, energy, latency); False: kept
 INCUMBENT_CUT = True
 REACH_ORDER = True  # with INCUMBENT_CUT: keys processed reached first (`key_order.Reached`)
+# with REACH_ORDER and `max_rows`: past this share of it waiting, the highest-progress key is taken even if
+# rows may still come to it (they then wait there again): at batch 1, AV's roots 13 and 15 completed so
+# instead of stopping at the row limit (sixty-fifth session)
+SPILL_AT = 0.75
 PORT_SETS = 1  # the most ports one such floor sums (`pmapgen.latency_floor.port_sets`)
 BUDGET_RTOL = 1e-9  # slack on an energy budget: the bound and the model sum in different orders
 BOX_RTOL = 1e-12  # slack on a spatial group's box bound (`_box_cut`), summed in floats
@@ -232,6 +236,7 @@ class Stats:
     rows: int = 0  # partial rows built
     kept: int = 0  # rows that survived the merge at their prefix
     beaten: int = 0  # of those, dropped before they were extended by a finished row (`_Search._beaten`)
+    spilled: int = 0  # keys taken past `SPILL_AT`, whether or not every row that may reach them had come
     seconds: float = 0.0
     roots: list = field(default_factory=list)  # prefixes processed per root (`_Search.run`'s order)
 
@@ -364,7 +369,10 @@ class _Search:
     def run(self, deadline: float | None, root: int | None = None) -> str:
         """Search to the end (""), or until the deadline (TIME_LIMIT) or more than
         `max_rows` waiting rows (ROW_LIMIT) stop it: the limit that did. `root`: only
-        from that root (an index into `templates.roots`; `search_part`)."""
+        from that root (an index into `templates.roots`; `search_part`). Keys reached first
+        spill past `SPILL_AT` of `max_rows` (`key_order.Reached.pop`): a key processed twice
+        extends each row once, and prunes within each batch, which drops only rows a
+        whole-key prune would."""
         for i, (prefix, move) in enumerate(roots(self.sp, self.w)):
             self.stats.roots.append(0)
             if root is not None and i != root:
@@ -379,8 +387,11 @@ class _Search:
             self.records.append(Record([(None, Move(()))], np.zeros(1, np.int64), np.zeros(1, np.int64),
                                        np.zeros((1, 0), np.int64)))
             self._emit_storage(len(self.records) - 1, key, move, cols, lifetimes, root=True)
+        spill_at = None if self.max_rows is None or self.order.reached is None else self.max_rows * SPILL_AT
         while self.order:
-            for key in self.order.pop(deepest=self.waiting_rows > SUBTREE_ROWS):
+            spill = spill_at is not None and self.waiting_rows > spill_at
+            self.stats.spilled += spill
+            for key in self.order.pop(deepest=self.waiting_rows > SUBTREE_ROWS, spill=spill):
                 if deadline is not None and time.perf_counter() > deadline:
                     return TIME_LIMIT
                 if self.max_rows is not None and self.waiting_rows > self.max_rows:

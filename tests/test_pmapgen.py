@@ -283,6 +283,30 @@ def test_keys_reached_first_are_each_processed_once_and_keep_the_frontier(proble
 
 
 @settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+def test_keys_spilled_before_all_their_rows_came_keep_the_frontier(problem, objectives):
+    """Past `SPILL_AT` of its waiting rows, the search takes the highest-progress key
+    whether or not rows may still come to it; rows that come later wait there again and
+    are processed again. With the share at 0 every key is taken so, the most out of order a
+    search can go: every row is still extended once, so the frontier is level order's, and
+    the keys processed again are counted (`Stats.spilled`)."""
+    w, a = problem
+    for e in w.einsum_names:
+        with mock.patch.object(prefixes, "REACH_ORDER", False):
+            level = generate_by_prefixes(e, w, a, objectives=objectives)
+        with mock.patch.object(prefixes, "SPILL_AT", 0.0):
+            for unit in a.computes_for(w.einsum(e)):
+                search = prefixes._Search(e, w, a, unit.name, Constraints(), objectives, max_rows=1 << 40)
+                processed = []
+                process = search._process
+                with mock.patch.object(search, "_process", lambda key: (processed.append(key), process(key))):
+                    assert search.run(None) == ""
+                assert search.stats.spilled == search.stats.prefixes == len(processed), e
+            spilled = generate_by_prefixes(e, w, a, objectives=objectives, max_rows=1 << 40)
+        assert frontier(spilled[0], objectives) == frontier(level[0], objectives), e
+
+
+@settings(max_examples=10, **SETTINGS)
 @given(small_problems(max_levels=2), st.sampled_from([0.0, 0.3, 1.0]), st.integers(0, 60), st.booleans())
 def test_a_budgeted_search_cut_short_bounds_the_minimum_from_below(problem, quantile, steps, deepest):
     """Wherever the time limit stops a budgeted prefix search, `Stats.lower_bound` (the
