@@ -41,6 +41,9 @@ same set for latency: every Einsum within U minus the other Einsums' latency flo
 (`ffm.slack.latency_slack_budgets`, `Constraints.latency_budget`; docs/pmapgen.md,
 "Latency budgets"). At batch 1 the latency optimum is the bound, 6.768170170311773 ms
 (docs/mapper.md, "Step 35"), so every Einsum's budget is its floor: give U in full.
+Each search is split by root across the workers, the time limit per root; `--whole` runs
+each Einsum's search in one worker, the time limit per Einsum (the sixty-fourth session's
+runs).
 
 Otherwise each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
@@ -130,15 +133,17 @@ def slack_row(e: str, st, cut: str, budget: str) -> None:
           f"{status}; {budget}", flush=True)
 
 
-def latency_slack_run(w, a, bound: float, einsums, time_limit: float) -> None:
+def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: bool = False) -> None:
     """`--slack-of` with `--objectives latency`: every Einsum's table within its latency
-    budget (`ffm.slack.latency_slack_budgets`: U minus the others' latency floors), each
-    whole in one worker with its own time limit and the proof's cap on waiting rows."""
+    budget (`ffm.slack.latency_slack_budgets`: U minus the others' latency floors), with
+    the proof's cap on waiting rows, each search split by root across the workers with
+    the time limit per root (`pmapgen.all_einsums.split_searches`), or with `whole` each
+    in one worker with the time limit per Einsum."""
     budgets = latency_slack_budgets(w, a, bound)
     start = time.perf_counter()
     found = generate_all(w, a, {e: Constraints(latency_budget=b) for e, b in budgets.items()},
                          objectives=("latency",), progress=False, time_limit=time_limit, einsums=tuple(einsums),
-                         max_rows=PROOF_ROWS, split=False)
+                         max_rows=PROOF_ROWS, split=not whole)
     wall = time.perf_counter() - start
     for e, (_, _, st) in found.items():
         floor = einsum_latency_floor(e, w, a)
@@ -164,11 +169,16 @@ def main() -> None:
                         help="with --prefixes: every pmapping of every mapping of energy at most U (mJ, or 'auto': "
                              "the energy of ffm.map's result), or, with --objectives latency, of latency at most "
                              "U (ms); see above")
+    parser.add_argument("--whole", action="store_true",
+                        help="with --slack-of and --objectives latency: each Einsum's search whole in one worker, "
+                             "the time limit per Einsum (default: split by root, the time limit per root)")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (no keys)")
     args = parser.parse_args()
     if args.slack_of is not None and not args.prefixes:
         parser.error("--slack-of needs --prefixes")
+    if args.whole and (args.slack_of is None or args.objectives != "latency"):
+        parser.error("--whole is for --slack-of with --objectives latency")
     if args.uniform_slack and args.slack_of is None:
         parser.error("--uniform-slack needs --slack-of")
     if args.slack_of is not None and args.objectives not in ("energy", "latency"):
@@ -187,7 +197,8 @@ def main() -> None:
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
         if args.slack_of is not None:
             if objectives == ("latency",):
-                latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names, args.time_limit)
+                latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names, args.time_limit,
+                                  args.whole)
             else:
                 slack_run(w, a, mapper_bound(w, a) if args.slack_of == "auto" else float(args.slack_of) * 1e9,
                           args.einsums or w.einsum_names, objectives, args.time_limit, args.uniform_slack)
