@@ -41,9 +41,10 @@ same set for latency: every Einsum within U minus the other Einsums' latency flo
 (`ffm.slack.latency_slack_budgets`, `Constraints.latency_budget`; docs/pmapgen.md,
 "Latency budgets"). At batch 1 the latency optimum is the bound, 6.768170170311773 ms
 (docs/mapper.md, "Step 35"), so every Einsum's budget is its floor: give U in full.
-Each search is split by root across the workers, the time limit per root; `--whole` runs
-each Einsum's search in one worker, the time limit per Einsum (the sixty-fourth session's
-runs).
+Each search is split by root across the workers, the time limit per root, and no root
+starts once the time limit times the Einsums per worker has passed (an Einsum none of
+whose roots started prints as not started); `--whole` runs each Einsum's search in one
+worker, the time limit per Einsum (the sixty-fourth session's runs).
 
 Otherwise each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
@@ -145,10 +146,13 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
                          objectives=("latency",), progress=False, time_limit=time_limit, einsums=tuple(einsums),
                          max_rows=PROOF_ROWS, split=not whole)
     wall = time.perf_counter() - start
-    for e, (_, _, st) in found.items():
+    for e in einsums:
         floor = einsum_latency_floor(e, w, a)
-        slack_row(e, st, "cut short", f"latency floor {floor * 1e3:.6g} ms, budget {budgets[e] * 1e3:.6g} ms "
-                  f"({budgets[e] / floor:.3f}x)")
+        held = f"latency floor {floor * 1e3:.6g} ms, budget {budgets[e] * 1e3:.6g} ms ({budgets[e] / floor:.3f}x)"
+        if e not in found:  # (split: no part started before the set's deadline, `split_searches`)
+            print(f"{e:<12}{'-':>11}{'-':>13}{'-':>8}{'-':>9}{'-':>10}  INCOMPLETE (not started); {held}")
+            continue
+        slack_row(e, found[e][2], "cut short", held)
     print(f"latency slack searches {wall:.1f} s wall, largest worker {children_peak_mib():.0f} MiB, "
           f"this process {peak_mib():.0f} MiB")
 
@@ -192,8 +196,9 @@ def main() -> None:
     for label, variables in (SHAPES[k] for k in args.shapes):
         w = workloads.load("gpt3", **variables)
         how = "prefix search" if args.prefixes else "template enumeration"
+        per = "root" if args.slack_of is not None and objectives == ("latency",) and not args.whole else "Einsum"
         print(f"\ngpt3 on tpuv4i, {label}; {how}, objectives {args.objectives}; time limit {args.time_limit:g} s "
-              f"per Einsum")
+              f"per {per}")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
         if args.slack_of is not None:
             if objectives == ("latency",):
