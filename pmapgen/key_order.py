@@ -63,7 +63,8 @@ class KeyOrder:
     def pop(self, deepest: bool = False, spill: bool = False) -> list:
         """The keys of one fused structure at one progress, all ready to process; given
         `reach`, one key, and with `spill` the highest progress whether ready or not
-        (`Reached.pop`)."""
+        (`Reached.pop`). The level orders ignore `spill`: the search spills only keys
+        reached first."""
         if self.reached is not None:
             return [self.reached.pop(spill)]
         if deepest:
