@@ -297,7 +297,7 @@ class _Search:
         self._sids: dict[tuple, int] = {}
         self._multisets: list[tuple] = []  # sid -> its events sorted: the `Key.fused` its rows wait at
         self._appends: dict = {}  # (sid, events) -> the sid of the structure with the events appended
-        self.incoming: dict[Key, list] = {}
+        self.incoming: dict[Key, _Waiting] = {}
         self._events: dict = {}  # fused event -> its entry in `_reach_vector`
         # the keys rows wait at; reached first where finished rows drop partial ones (`_incumbent_cut`)
         self.order = KeyOrder(self._reach_vector if REACH_ORDER and self._incumbent_cut() else None)
