@@ -118,6 +118,10 @@ UNBOUND_ORDER = True
 # at most the open fanouts' sizes, are cut before their columns are gathered (`_Search._compute_cut`);
 # False: by the full floor alone (it cuts them too)
 COMPUTE_CUT = True
+# a key's block of temporal loops is held as its loops but the last in name order, then the last: what
+# follows a block depends only on which rank variables it holds and its last loop (`_Search._key`);
+# False: in the order placed
+BLOCK_SETS = True
 # a done prefix's finished rows (`_Search.done`) are pruned on their final criteria when it is
 # processed (`_Search._final_frontier`), and only those are held; False: every row its prune kept
 DONE_PRUNE = True
@@ -1135,13 +1139,17 @@ class _Search:
         """The merge key of rows with structure ids `sids` (all of one multiset of fused
         events: they come from one key by one move): below the fused region depths past
         F + 1 and loop counts that cannot bind (a rank's prime factors run out first)
-        change nothing."""
+        change nothing, nor does the order of a block's loops before its last
+        (`BLOCK_SETS`): every rule on the next move (`templates.moves`, `_ordered`,
+        `_continues`, `Constraints.order_allowed`) reads the block's rank variables as a
+        set and its last loop, and so does the block the move leads to."""
         normal = self._normal.get((prefix, depth_f))
         if normal is None:
             loops = tuple(n if self.sp.max_loops[r] < _prime_factors(self.w.rank_sizes[r]) else 0
                           for r, n in zip(self.sp.relevance, prefix.loops))
             depth = prefix.depth if depth_f is None else min(prefix.depth, depth_f + 1)
-            normal = self._normal[prefix, depth_f] = prefix.but(loops=loops, depth=depth)
+            block = block_set(prefix.block) if BLOCK_SETS else prefix.block
+            normal = self._normal[prefix, depth_f] = prefix.but(loops=loops, depth=depth, block=block)
         return Key(normal, self._multisets[int(sids[0])], depth_f, tuple(sorted(lifetimes.items())))
 
     def _access(self, out: dict, kind: str, level: str, bits) -> None:
@@ -1360,6 +1368,12 @@ class _Search:
                 sub = sel[which]
                 out.append((nodes + list(move.nodes), np.hstack([tiles, rec.tiles[rows[sub], :n_loops]]), sub))
         return out
+
+
+def block_set(block: tuple) -> tuple:
+    """A block of temporal loops as a key holds it (`BLOCK_SETS`): its rank variables but
+    the last in name order, then the last."""
+    return tuple(sorted(block[:-1])) + block[-1:]
 
 
 def _rows(cols: dict, index: np.ndarray) -> dict:

@@ -313,6 +313,15 @@ def test_the_compute_cut_before_the_gather_cuts_only_what_the_floor_cuts():
     assert (cut_st.tile_shapes, cut_st.templates) == (kept_st.tile_shapes, kept_st.templates)
 
 
+def test_rows_whose_blocks_differ_only_in_order_wait_together():
+    """A key holds a block's loops but the last as a set (`prefixes.BLOCK_SETS`), so rows
+    that placed the same loops in another order wait and are pruned together. V within
+    its floor, one root: the same table from fewer rows."""
+    (merged, merged_st, _), (apart, apart_st, _) = (v_within_its_floor(BLOCK_SETS=on) for on in (True, False))
+    assert merged == apart and len(merged) > 0
+    assert merged_st.tile_shapes < apart_st.tile_shapes, (merged_st.tile_shapes, apart_st.tile_shapes)
+
+
 def test_rows_a_finished_row_dominates_are_not_extended():
     """A partial row whose compatibility group is settled (F known) is dropped before it is
     extended once a finished row of that group has at most its reservations to F and

@@ -306,6 +306,63 @@ def test_keys_spilled_before_all_their_rows_came_keep_the_frontier(problem, obje
         assert frontier(spilled[0], objectives) == frontier(level[0], objectives), e
 
 
+def reordered_blocks_move_alike(search, limit: int) -> int:
+    """Walks the prefixes `search`'s moves (`_Search._moves`: `templates.moves` and the
+    search's own order rule) reach from its roots, depth first, at most `limit` of them.
+    Asserts that wherever a block holds two or more loops, the prefix with the block as a
+    key holds it (`prefixes.block_set`: the loops but the last in name order, then the
+    last) has the same moves, leading to prefixes keyed alike. Returns how many blocks
+    that reordered."""
+    from pmapgen.templates import roots
+    normal = lambda p: p.but(block=prefixes.block_set(p.block))
+    todo = [p for p, _ in roots(search.sp, search.w)]
+    seen, reordered = set(todo), 0
+    while todo and len(seen) < limit:
+        p = todo.pop()
+        options = search._moves(p)[0]
+        if len(p.block) >= 2:
+            q = normal(p)
+            reordered += q != p
+            assert [(m, normal(c), a is None) for m, c, a in options] == \
+                [(m, normal(c), a is None) for m, c, a in search._moves(q)[0]], p
+        for _, c, _ in options:
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return reordered
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy",), ("latency",)]),
+       st.booleans())
+def test_a_block_s_loops_before_its_last_may_come_in_any_order(problem, objectives, ordered):
+    """Rows whose blocks hold the same loops and end with the same one wait at one key
+    (`prefixes.BLOCK_SETS`): every rule on the next move reads the block as a set and its
+    last loop. Checked on the moves themselves, with and without a loop order imposed
+    (`ordered`: the rank variables' reverse name order, `Constraints.loop_order`)."""
+    w, a = problem
+    for e in w.einsum_names:
+        ranks = tuple(sorted(w.einsum(e).rank_variables, reverse=True)) if ordered else ()
+        c = Constraints(loop_order=ranks, latency_budget=math.inf if "latency" in objectives else None)
+        for unit in a.computes_for(w.einsum(e)):
+            reordered_blocks_move_alike(prefixes._Search(e, w, a, unit.name, c, objectives), 20_000)
+
+
+def test_gpt3_v_s_blocks_before_their_last_loop_may_come_in_any_order():
+    """As above on gpt3's V on tpuv4i (four rank variables in three classes), within its
+    latency floor (the search's own order rule on) and for energy. Sorting the whole block
+    instead (its last loop too) fails it."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    unit = a.computes_for(w.einsum("V"))[0].name
+    for c, objectives in ((Constraints(latency_budget=einsum_latency_floor("V", w, a)), ("latency",)),
+                          (Constraints(), ("energy",))):
+        search = prefixes._Search("V", w, a, unit, c, objectives)
+        assert reordered_blocks_move_alike(search, 20_000) > 100
+
+
 @settings(max_examples=10, **SETTINGS)
 @given(small_problems(max_levels=2), st.sampled_from([0.0, 0.3, 1.0]), st.integers(0, 60), st.booleans())
 def test_a_budgeted_search_cut_short_bounds_the_minimum_from_below(problem, quantile, steps, deepest):
