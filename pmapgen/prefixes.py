@@ -122,6 +122,9 @@ COMPUTE_CUT = True
 # follows a block depends only on which rank variables it holds and its last loop (`_Search._key`);
 # False: in the order placed
 BLOCK_SETS = True
+# the rows a key keeps prune the rows waiting at keys whose allowed moves are a subset of its own
+# (`_Search._prune_narrower`); False: each key's rows are compared only among themselves
+CROSS_KEYS = True
 # a done prefix's finished rows (`_Search.done`) are pruned on their final criteria when it is
 # processed (`_Search._final_frontier`), and only those are held; False: every row its prune kept
 DONE_PRUNE = True
@@ -241,6 +244,7 @@ class Stats:
     kept: int = 0  # rows that survived the merge at their prefix
     beaten: int = 0  # of those, dropped before they were extended by a finished row (`_Search._beaten`)
     spilled: int = 0  # keys taken past `SPILL_AT`, whether or not every row that may reach them had come
+    crossed: int = 0  # waiting rows dropped by a wider key's rows (`_Search._prune_narrower`)
     seconds: float = 0.0
     roots: list = field(default_factory=list)  # prefixes processed per root (`_Search.run`'s order)
 
@@ -326,6 +330,8 @@ class _Search:
         self._steps: dict = {}  # (loop Move, `_open` of the prefix it leads to) -> `pmapgen.bounds.loop_step`
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
+        self._narrower: dict = {}  # `_masked` key -> the waiting keys after a temporal loop (`_prune_narrower`)
+        self._masks: dict = {}  # Key -> `_masked`
         self.stats = Stats()
         self._root_of: dict = {}  # Key -> the root its rows came from (keys of two roots differ: `search_part`)
         self._root = 0  # the root of the key being processed
@@ -466,6 +472,8 @@ class _Search:
             self.incoming[key] = _Waiting([], [])
             self.order.add(key)
             self._root_of[key] = self._root
+            if CROSS_KEYS and key.prefix.last == "temporal":
+                self._narrower.setdefault(self._masked(key), set()).add(key)
         waiting = self.incoming[key]
         waiting.batches.append((parent, move))
         cols = {**cols, "batch": np.full(n, len(waiting.batches) - 1, np.int64), "tiles": tiles}
@@ -649,6 +657,8 @@ class _Search:
     def _process(self, key: Key) -> None:
         """Merge the rows that reached `key`, keep the frontier, and extend it by every move."""
         waiting = self.incoming.pop(key)
+        if CROSS_KEYS and key.prefix.last == "temporal":
+            self._narrower[self._masked(key)].discard(key)
         self.waiting_rows -= sum(len(p["batch"]) for p in waiting.parts)
         self.stats.prefixes += 1
         self._root = self._root_of.pop(key)
@@ -671,6 +681,8 @@ class _Search:
         if beaten is not None:
             self.stats.beaten += int(beaten.sum())
             cols = _rows(cols, ~beaten)
+        if CROSS_KEYS:
+            self._prune_narrower(key, cols)
         lifetimes = dict(key.lifetimes)
         options, plan = self._moves(key.prefix)
         fits = iter(self._fits(plan, cols, _Tiles(self, cols)))  # per storage run, in order
@@ -757,6 +769,70 @@ class _Search:
                     added.setdefault(node.level, (capacity, []))[1].append(
                         (t, 1 if unit == "values" else self.w.tensors[t].bits))
         return tuple((lv, capacity, tuple(parts)) for lv, (capacity, parts) in added.items())
+
+    def _masked(self, key: Key) -> tuple:
+        """`key` without the bookkeeping of which moves may come next (`Prefix.last`,
+        `last_run`, `last_temporal`, `block`, `loose`): keys equal in it have the same
+        storage state, loops, fused structure and lifetimes, so rows at them with the same
+        state columns are compared on the same criteria (`_prune_narrower`)."""
+        out = self._masks.get(key)
+        if out is None:
+            p = key.prefix.but(last="", last_run=(), last_temporal=None, block=(), loose=False)
+            out = self._masks[key] = (p, key.fused, key.depth_f, key.lifetimes)
+        return out
+
+    def _wider(self, wide: Prefix, narrow: Prefix) -> bool:
+        """Whether `wide` allows every move `narrow` allows, and leads by each to a prefix
+        related the same way (`_prune_narrower`); the rest of their keys equal (`_masked`)."""
+        if narrow.last != "temporal":
+            return False
+        if wide.last == "temporal":
+            return wide.block[-1] == narrow.block[-1] and set(wide.block) < set(narrow.block)
+        return (wide.last == "spatial" and not wide.block and not wide.loose and wide.last_temporal is not None
+                and self.sp.relevance[wide.last_temporal] <= self.sp.relevance[narrow.last_temporal])
+
+    def _prune_narrower(self, key: Key, cols: dict) -> None:
+        """Drop the rows waiting at keys that allow a subset of `key`'s moves (`_wider`)
+        that a row `key` keeps (`cols`) weakly dominates with the same state: every
+        completion of such a row is one of the dominating row's, at least as good.
+
+        With the rest of the key equal (`_masked`), a key after a temporal loop allows
+        fewer moves than one whose block holds a subset of its loops and ends with the same
+        loop (each block rule of `templates.moves`, `Constraints.order_allowed` and
+        `_ordered` forbids more as the block grows), and fewer than a key after a spatial
+        group, not loose, with an empty block, whose last temporal loop indexes only tensors
+        the other's does (it allows every storage run and temporal loop, may end, and after
+        the next storage run allows every temporal loop the other's child does); each move
+        leads to keys related the same way. The wider key has the lower progress and the
+        same reach vector, so its rows are processed while the narrower key's wait
+        (`key_order`; the other way round, at V's root 3 at batch 1, none were left to
+        drop). Sixty-sixth session: within its latency floor, 4.67 M of the 8.38 M rows V's
+        root 3 kept at keys after a temporal loop were so dominated (scratch
+        `/tmp/tl/crossdom66.py`)."""
+        if not len(cols["row"]):
+            return
+        for k in [k for k in self._narrower.get(self._masked(key), ()) if self._wider(key.prefix, k.prefix)]:
+            waiting = self.incoming[k]
+            theirs = _concat(waiting.parts) if len(waiting.parts) > 1 else _widened(waiting.parts[0])
+            if not len(theirs["batch"]):
+                continue
+            keep = self._undominated(key, cols, k, theirs)
+            if not keep.all():
+                waiting.parts = [_compact(_rows(theirs, keep), self.waiting_rows > NARROW_ROWS)]
+                self.waiting_rows -= len(keep) - len(waiting.parts[0]["batch"])
+                self.stats.crossed += len(keep) - int(keep.sum())
+
+    def _undominated(self, wide: Key, wcols: dict, narrow: Key, ncols: dict) -> np.ndarray:
+        """Which rows of `ncols` (at `narrow`) no row of `wcols` (at `wide`, which allows a
+        superset of its moves) weakly dominates with the same state columns; of exact ties
+        the wider key's row is kept (`pareto_mask` keeps the first)."""
+        n, m = len(wcols["energy"]), len(ncols["energy"])
+        names = self._state_columns(wide, wcols)
+        state = np.column_stack([np.concatenate([np.broadcast_to(wcols[c], n), np.broadcast_to(ncols[c], m)])
+                                 for c in names])
+        crit = np.column_stack([np.concatenate([np.broadcast_to(a, n), np.broadcast_to(b, m)])
+                                for a, b in zip(self._criteria(wide, wcols), self._criteria(narrow, ncols))])
+        return pareto_mask(crit, group_labels(state))[n:]
 
     def _state_columns(self, key: Key, cols: dict) -> list[str]:
         """What continuations need equal: extents (which tile choices divide), the fused

@@ -322,6 +322,15 @@ def test_rows_whose_blocks_differ_only_in_order_wait_together():
     assert merged_st.tile_shapes < apart_st.tile_shapes, (merged_st.tile_shapes, apart_st.tile_shapes)
 
 
+def test_rows_a_wider_key_dominates_are_dropped_while_they_wait():
+    """The rows a key keeps prune those waiting at keys that allow a subset of its moves
+    (`prefixes.CROSS_KEYS`, `_Search._prune_narrower`). V within its floor, one root: the
+    same table from fewer rows, and some rows so dropped."""
+    (crossed, crossed_st, _), (apart, apart_st, _) = (v_within_its_floor(CROSS_KEYS=on) for on in (True, False))
+    assert crossed == apart and len(crossed) > 0
+    assert crossed_st.tile_shapes < apart_st.tile_shapes, (crossed_st.tile_shapes, apart_st.tile_shapes)
+
+
 def test_rows_a_finished_row_dominates_are_not_extended():
     """A partial row whose compatibility group is settled (F known) is dropped before it is
     extended once a finished row of that group has at most its reservations to F and

@@ -363,6 +363,82 @@ def test_gpt3_v_s_blocks_before_their_last_loop_may_come_in_any_order():
         assert reordered_blocks_move_alike(search, 20_000) > 100
 
 
+def wider_keys_allow_every_move_of_narrower_ones(search, limit: int) -> int:
+    """Walks the prefixes `search`'s moves reach from its roots, depth first, at most
+    `limit`, as keys hold them (`prefixes.block_set`). For every two of them equal but for
+    the bookkeeping of which moves may come next, where the first covers the second
+    (`_Search._wider`, or equal but for a last temporal loop indexing only tensors the
+    other's does, or none for the other), asserts that the second may end only if the
+    first may, and that each of its moves is one of the first's, to a child the first's
+    child covers. Returns how many `_wider` pairs were checked."""
+    from pmapgen.templates import roots
+    relevance = search.sp.relevance
+    normal = lambda p: p.but(block=prefixes.block_set(p.block))
+    masked = lambda p: p.but(last="", last_run=(), last_temporal=None, block=(), loose=False)
+
+    def covers(w, n) -> bool:
+        if w == n or search._wider(w, n):
+            return True
+        return w == n.but(last_temporal=w.last_temporal) and (
+            n.last_temporal is None or (w.last_temporal is not None
+                                        and relevance[w.last_temporal] <= relevance[n.last_temporal]))
+
+    todo = [normal(p) for p, _ in roots(search.sp, search.w)]
+    seen = set(todo)
+    while todo and len(seen) < limit:
+        for _, c, _ in search._moves(todo.pop())[0]:
+            if (c := normal(c)) not in seen:
+                seen.add(c)
+                todo.append(c)
+    groups: dict = {}
+    for p in seen:
+        groups.setdefault(masked(p), []).append(p)
+    checked = 0
+    for group in groups.values():
+        for w in group:
+            for n in group:
+                if w == n or not covers(w, n):
+                    continue
+                checked += search._wider(w, n)
+                assert w.done(search.sp) or not n.done(search.sp), (w, n)
+                wide = {}
+                for m, c, _ in search._moves(w)[0]:
+                    wide.setdefault(m, []).append(normal(c))
+                for m, c, _ in search._moves(n)[0]:
+                    assert any(covers(cw, normal(c)) for cw in wide.get(m, ())), (w, n, m)
+    return checked
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy",), ("latency",)]),
+       st.booleans())
+def test_a_wider_key_allows_every_move_of_a_narrower_one(problem, objectives, ordered):
+    """The rows a key keeps prune those waiting at narrower keys (`prefixes.CROSS_KEYS`,
+    `_Search._prune_narrower`), which is sound if every continuation of a narrower key is
+    one of the wider's: checked on the moves themselves, with and without a loop order
+    imposed."""
+    w, a = problem
+    for e in w.einsum_names:
+        ranks = tuple(sorted(w.einsum(e).rank_variables, reverse=True)) if ordered else ()
+        c = Constraints(loop_order=ranks, latency_budget=math.inf if "latency" in objectives else None)
+        for unit in a.computes_for(w.einsum(e)):
+            wider_keys_allow_every_move_of_narrower_ones(prefixes._Search(e, w, a, unit.name, c, objectives), 3_000)
+
+
+def test_gpt3_v_s_wider_keys_allow_every_move_of_narrower_ones():
+    """As above on gpt3's V on tpuv4i, within its latency floor and for energy, where many
+    pairs of keys are so related."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    unit = a.computes_for(w.einsum("V"))[0].name
+    for c, objectives in ((Constraints(latency_budget=einsum_latency_floor("V", w, a)), ("latency",)),
+                          (Constraints(), ("energy",))):
+        search = prefixes._Search("V", w, a, unit, c, objectives)
+        assert wider_keys_allow_every_move_of_narrower_ones(search, 6_000) > 100
+
+
 @settings(max_examples=10, **SETTINGS)
 @given(small_problems(max_levels=2), st.sampled_from([0.0, 0.3, 1.0]), st.integers(0, 60), st.booleans())
 def test_a_budgeted_search_cut_short_bounds_the_minimum_from_below(problem, quantile, steps, deepest):
