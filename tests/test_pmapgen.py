@@ -340,18 +340,25 @@ def test_a_block_s_loops_before_its_last_may_come_in_any_order(problem, objectiv
     (`prefixes.BLOCK_SETS`): every rule on the next move reads the block as a set and its
     last loop. Checked on the moves themselves, with and without a loop order imposed
     (`ordered`: the rank variables' reverse name order, `Constraints.loop_order`)."""
+    for search in move_searches(problem, objectives, ordered):
+        reordered_blocks_move_alike(search, 20_000)
+
+
+def move_searches(problem, objectives, ordered: bool):
+    """A prefix search per Einsum and compute unit of `problem`, for checks on its moves:
+    within an infinite latency budget if latency is an objective, and (`ordered`) with
+    the rank variables' reverse name order imposed (`Constraints.loop_order`)."""
     w, a = problem
     for e in w.einsum_names:
         ranks = tuple(sorted(w.einsum(e).rank_variables, reverse=True)) if ordered else ()
         c = Constraints(loop_order=ranks, latency_budget=math.inf if "latency" in objectives else None)
         for unit in a.computes_for(w.einsum(e)):
-            reordered_blocks_move_alike(prefixes._Search(e, w, a, unit.name, c, objectives), 20_000)
+            yield prefixes._Search(e, w, a, unit.name, c, objectives)
 
 
-def test_gpt3_v_s_blocks_before_their_last_loop_may_come_in_any_order():
-    """As above on gpt3's V on tpuv4i (four rank variables in three classes), within its
-    latency floor (the search's own order rule on) and for energy. Sorting the whole block
-    instead (its last loop too) fails it."""
+def gpt3_v_searches():
+    """gpt3's V on tpuv4i at batch 1 (four rank variables in three classes): a prefix
+    search within its latency floor (the search's own order rule on) and one for energy."""
     import arch as arch_specs
     import workloads
     from ffm.latency_bound import einsum_latency_floor
@@ -359,7 +366,13 @@ def test_gpt3_v_s_blocks_before_their_last_loop_may_come_in_any_order():
     unit = a.computes_for(w.einsum("V"))[0].name
     for c, objectives in ((Constraints(latency_budget=einsum_latency_floor("V", w, a)), ("latency",)),
                           (Constraints(), ("energy",))):
-        search = prefixes._Search("V", w, a, unit, c, objectives)
+        yield prefixes._Search("V", w, a, unit, c, objectives)
+
+
+def test_gpt3_v_s_blocks_before_their_last_loop_may_come_in_any_order():
+    """As above on gpt3's V (`gpt3_v_searches`). Sorting the whole block instead (its last
+    loop too) fails it."""
+    for search in gpt3_v_searches():
         assert reordered_blocks_move_alike(search, 20_000) > 100
 
 
@@ -417,25 +430,13 @@ def test_a_wider_key_allows_every_move_of_a_narrower_one(problem, objectives, or
     `_Search._prune_narrower`), which is sound if every continuation of a narrower key is
     one of the wider's: checked on the moves themselves, with and without a loop order
     imposed."""
-    w, a = problem
-    for e in w.einsum_names:
-        ranks = tuple(sorted(w.einsum(e).rank_variables, reverse=True)) if ordered else ()
-        c = Constraints(loop_order=ranks, latency_budget=math.inf if "latency" in objectives else None)
-        for unit in a.computes_for(w.einsum(e)):
-            wider_keys_allow_every_move_of_narrower_ones(prefixes._Search(e, w, a, unit.name, c, objectives), 3_000)
+    for search in move_searches(problem, objectives, ordered):
+        wider_keys_allow_every_move_of_narrower_ones(search, 3_000)
 
 
 def test_gpt3_v_s_wider_keys_allow_every_move_of_narrower_ones():
-    """As above on gpt3's V on tpuv4i, within its latency floor and for energy, where many
-    pairs of keys are so related."""
-    import arch as arch_specs
-    import workloads
-    from ffm.latency_bound import einsum_latency_floor
-    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
-    unit = a.computes_for(w.einsum("V"))[0].name
-    for c, objectives in ((Constraints(latency_budget=einsum_latency_floor("V", w, a)), ("latency",)),
-                          (Constraints(), ("energy",))):
-        search = prefixes._Search("V", w, a, unit, c, objectives)
+    """As above on gpt3's V (`gpt3_v_searches`), where many pairs of keys are so related."""
+    for search in gpt3_v_searches():
         assert wider_keys_allow_every_move_of_narrower_ones(search, 6_000) > 100
 
 
