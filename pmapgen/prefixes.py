@@ -20,7 +20,9 @@ adds costs that grow with the temporal iterations above (`time`, fills), with th
 instances (energy) and shrink with the spatial reuse factors and the output's distinct
 tiles; so a row at least as good in those and in what it has accumulated (energy, each
 level's port times if latency counts, reservations by lifetime depth) ends at least as
-good, and the others are dropped before they multiply. The counts are the steps of
+good, and the others are dropped before they multiply; a key's kept rows also drop such
+rows waiting at keys that allow a subset of its moves (`_Search._prune_narrower`). The
+counts are the steps of
 `looptree.model` run on columns; the rows that survive to the end are rebuilt as
 templates and evaluated by the model itself (`generate.template_rows`).
 
