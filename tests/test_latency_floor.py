@@ -313,6 +313,17 @@ def test_the_compute_cut_before_the_gather_cuts_only_what_the_floor_cuts():
     assert (cut_st.tile_shapes, cut_st.templates) == (kept_st.tile_shapes, kept_st.templates)
 
 
+def test_a_spatial_group_s_choices_that_cannot_reach_the_needed_instances_are_not_enumerated():
+    """A spatial group's bounds are enumerated loop by loop, and a partial choice is dropped
+    once its bounds times the most the loops still to come may add leave the compute term
+    over the budget (`prefixes.REACH_CUT`, `_Search._reach_cut`): the compute cut would cut
+    each of its completions. So V within its floor, one root, builds the same rows and
+    keeps the same table with it and without it."""
+    (cut, cut_st, _), (kept, kept_st, _) = (v_within_its_floor(REACH_CUT=on) for on in (True, False))
+    assert cut == kept and len(cut) > 0
+    assert (cut_st.tile_shapes, cut_st.templates) == (kept_st.tile_shapes, kept_st.templates)
+
+
 def test_rows_whose_blocks_differ_only_in_order_wait_together():
     """A key holds a block's loops but the last as a set (`prefixes.BLOCK_SETS`), so rows
     that placed the same loops in another order wait and are pruned together. V within
