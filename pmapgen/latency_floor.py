@@ -106,8 +106,13 @@ def _dim_reach(extents: list[np.ndarray], size: int, ranks: tuple) -> np.ndarray
     p = extents[ranks[0]]
     for i in ranks[1:]:
         p = p * extents[i]
-    values, inverse = np.unique(p, return_inverse=True)
-    return np.array([_divisor_at_most(int(v), size) for v in values], dtype=np.float64)[inverse.reshape(-1)]
+    # (most products are at most the size or a multiple of it: only the others are searched)
+    out = np.where(p <= size, p, size).astype(np.float64)
+    other = np.flatnonzero((p > size) & (p % size != 0))
+    if len(other):
+        values, inverse = np.unique(p[other], return_inverse=True)
+        out[other] = np.array([_divisor_at_most(int(v), size) for v in values], dtype=np.float64)[inverse.reshape(-1)]
+    return out
 
 
 def group_reach(f: LatencyFloor, level: int, extents: list[np.ndarray]) -> np.ndarray:

@@ -335,6 +335,7 @@ class _Search:
         self._opens: dict = {}  # Prefix -> `_open`
         self._steps: dict = {}  # (loop Move, `_open` of the prefix it leads to) -> `pmapgen.bounds.loop_step`
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
+        self._rooms: tuple = (None, None)  # (those columns, their `_room`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
         self._narrower: dict = {}  # `_masked` key -> the waiting keys after a temporal loop (`_prune_narrower`)
         self._masks: dict = {}  # Key -> `_masked`
@@ -1046,9 +1047,7 @@ class _Search:
         only choices that cuts (sixty-second session: at batch 1, QK's spatial groups offered
         61.7 M choices in 30 s, and it cut all 60.9 M the floor cut)."""
         f = self.latency_terms
-        room = math.prod(np.asarray(cols[f"e:{r}"], dtype=np.int64) for r in f.ranks)
-        room = np.broadcast_to(room, len(cols["inst"]))[rows]
-        inst = np.broadcast_to(cols["inst"], len(cols["inst"]))[rows]
+        inst, room = (x[rows] for x in self._room(cols))
         for lp, b in zip(move.nodes, bounds):
             room = room // b  # (perfect factors: `_divisor_choices`)
             if lp.spatial is not None:
@@ -1057,6 +1056,16 @@ class _Search:
         # (exact integers below 2**53 in floats, divided as `latency_floor.latency` does)
         ok = f.compute / (inst * np.minimum(room, grow)).astype(np.float64) <= self.latency_budget * (1 + LATENCY_RTOL)
         return rows[ok], [b[ok] for b in bounds]
+
+    def _room(self, cols: dict) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of the key being extended, its instances and the product of its extents
+        (int64), for `_compute_cut` and `_reach_cut` (cached for its moves)."""
+        if self._rooms[0] is not cols:
+            n = len(cols["inst"])
+            room = math.prod(np.asarray(cols[f"e:{r}"], dtype=np.int64) for r in self.latency_terms.ranks)
+            self._rooms = (cols, (np.broadcast_to(np.asarray(cols["inst"], dtype=np.int64), n),
+                                  np.broadcast_to(room, n)))
+        return self._rooms[1]
 
     def _reach_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
                    bounds: list) -> tuple[np.ndarray, list]:
@@ -1069,18 +1078,16 @@ class _Search:
         So a choice whose B at that most is over the budget has no completion the compute
         cut keeps, and is not enumerated further (sixty-seventh session: at batch 1 V's
         root 3 enumerated 453.7 M spatial choices, 1.3% of which the compute cut kept)."""
-        f, n = self.latency_terms, len(cols["inst"])
-        column = lambda name: np.broadcast_to(np.asarray(cols[name], dtype=np.int64), n)[rows]
-        room = math.prod(column(f"e:{r}") for r in f.ranks)
+        f = self.latency_terms
         most = math.prod(bounds) if bounds else np.ones(len(rows), dtype=np.int64)
         for lp in move.nodes[len(bounds):]:
-            left = column(f"e:{lp.rank_variable}")
+            left = np.broadcast_to(cols[f"e:{lp.rank_variable}"], len(cols["inst"]))[rows]
             for placed, b in zip(move.nodes, bounds):
                 if placed.rank_variable == lp.rank_variable:
                     left = left // b
             most = most * np.minimum(left, self._dim(lp).size)
         grow = math.prod(f.fan_sizes[k] for k in self._latency_tops(prefix)[0] if k in f.fan_sizes)
-        inst = column("inst")
+        inst, room = (x[rows] for x in self._room(cols))
         # (exact integers below 2**53 in floats, as `_compute_cut` divides)
         ok = (f.compute / np.minimum(inst * room, inst * most * grow).astype(np.float64)
               <= self.latency_budget * (1 + LATENCY_RTOL))
