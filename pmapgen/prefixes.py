@@ -1052,10 +1052,16 @@ class _Search:
             room = room // b  # (perfect factors: `_divisor_choices`)
             if lp.spatial is not None:
                 inst = inst * b
-        grow = math.prod(f.fan_sizes[k] for k in self._latency_tops(prefix)[0] if k in f.fan_sizes)
+        grow = self._grow(prefix)
         # (exact integers below 2**53 in floats, divided as `latency_floor.latency` does)
         ok = f.compute / (inst * np.minimum(room, grow)).astype(np.float64) <= self.latency_budget * (1 + LATENCY_RTOL)
         return rows[ok], [b[ok] for b in bounds]
+
+    def _grow(self, prefix: Prefix) -> int:
+        """The most instances the fanouts still open at `prefix` may add: the product of their
+        sizes (the compute cuts' bound; `latency_floor.reach` takes their groups' reach)."""
+        f = self.latency_terms
+        return math.prod(f.fan_sizes[k] for k in self._latency_tops(prefix)[0] if k in f.fan_sizes)
 
     def _room(self, cols: dict) -> tuple[np.ndarray, np.ndarray]:
         """Per row of the key being extended, its instances and the product of its extents
@@ -1086,7 +1092,7 @@ class _Search:
                 if placed.rank_variable == lp.rank_variable:
                     left = left // b
             most = most * np.minimum(left, self._dim(lp).size)
-        grow = math.prod(f.fan_sizes[k] for k in self._latency_tops(prefix)[0] if k in f.fan_sizes)
+        grow = self._grow(prefix)
         inst, room = (x[rows] for x in self._room(cols))
         # (exact integers below 2**53 in floats, as `_compute_cut` divides)
         ok = (f.compute / np.minimum(inst * room, inst * most * grow).astype(np.float64)
