@@ -42,6 +42,7 @@ import numpy as np
 
 from arch.model import Arch
 from looptree.model import port_times, start, storage_tile
+from pmapgen.columns import full
 from workloads.model import Workload
 
 
@@ -157,7 +158,7 @@ def reach(f: LatencyFloor, cols: dict, open_groups: frozenset) -> tuple[np.ndarr
     may be spread over (module docstring). `open_groups`: the fanout levels whose spatial
     group may still be placed."""
     n = len(cols["inst"])
-    extents = [np.broadcast_to(cols[f"e:{r}"], n) for r in f.ranks]
+    extents = [full(cols[f"e:{r}"], n) for r in f.ranks]
     room = np.ones(n)
     for x in extents:
         room = room * x
@@ -210,7 +211,7 @@ class PortSet:
         out = 0.0
         for (kind, name), c in self.costs.items():
             out = out + cols[f"{'rb' if kind == 'read' else 'wb'}:{name}"] * c
-        return np.ascontiguousarray(np.broadcast_to(out, len(cols["inst"])), dtype=np.float64)
+        return np.ascontiguousarray(full(out, len(cols["inst"])), dtype=np.float64)
 
     def spread(self, reached: list[np.ndarray]) -> np.ndarray:
         """Per row, the most instances any of the ports may be spread over (`reach`)."""

@@ -47,6 +47,7 @@ from looptree.nodes import Loop, Storage
 from pmapgen.bounds import (box_floors, child_floors, energy_floor, energy_floor_of, floor_inputs, floor_plan,
                             identity_step, loop_step)
 from pmapgen.capacity import capacity_unit, tracked_levels
+from pmapgen.columns import full
 from pmapgen.constraints import Constraints, check_latency_budget
 from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tile_checks, tensors_ok, tiles_ok, within_tiles
 from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, TIME_LIMIT
@@ -517,7 +518,7 @@ class _Search:
         ok = np.zeros(n, dtype=bool)
         for move, _, adds in options:
             if adds is None:
-                can = np.broadcast_to(np.logical_and.reduce([cols[f"e:{lp.rank_variable}"] >= 2
+                can = full(np.logical_and.reduce([cols[f"e:{lp.rank_variable}"] >= 2
                                                              for lp in move.nodes]), n)
                 if can.all():
                     return None
@@ -547,7 +548,7 @@ class _Search:
             return sids
         distinct, inverse = _distinct(sids)
         new = np.array([self._append(s, events) for s in distinct], dtype=np.int64)
-        return np.broadcast_to(new[:1], sids.shape) if inverse is None else new[inverse]
+        return full(new[:1], len(sids)) if inverse is None else new[inverse]
 
     def _append(self, sid: int, events: tuple) -> int:
         out = self._appends.get((sid, events))
@@ -835,9 +836,9 @@ class _Search:
         the wider key's row is kept (`pareto_mask` keeps the first)."""
         n, m = len(wcols["energy"]), len(ncols["energy"])
         names = self._state_columns(wide, wcols)
-        state = np.column_stack([np.concatenate([np.broadcast_to(wcols[c], n), np.broadcast_to(ncols[c], m)])
+        state = np.column_stack([np.concatenate([full(wcols[c], n), full(ncols[c], m)])
                                  for c in names])
-        crit = np.column_stack([np.concatenate([np.broadcast_to(a, n), np.broadcast_to(b, m)])
+        crit = np.column_stack([np.concatenate([full(a, n), full(b, m)])
                                 for a, b in zip(self._criteria(wide, wcols), self._criteria(narrow, ncols))])
         return pareto_mask(crit, group_labels(state))[n:]
 
@@ -863,7 +864,7 @@ class _Search:
             for x in port_times(self.a.memory(lv), cols[f"rb:{lv}"], cols[f"wb:{lv}"]):
                 if k in closed:  # final: at most `least` is as good as none (`_closed_ports`)
                     x = np.maximum(x / used[k], self.latency_terms.least)
-                out.append(np.broadcast_to(x, n))
+                out.append(full(x, n))
         out += [cols[f"res:{lv}:{k}"] for lv in self.levels for k in range(self.n_res)]
         # (a tensor whose accesses to come reach no finite port moves no latency: `_unbound`)
         free = self._unbound(key.prefix) if self.latency and not self.energy and UNBOUND_TENSORS else frozenset()
@@ -1069,8 +1070,8 @@ class _Search:
         if self._rooms[0] is not cols:
             n = len(cols["inst"])
             room = math.prod(np.asarray(cols[f"e:{r}"], dtype=np.int64) for r in self.latency_terms.ranks)
-            self._rooms = (cols, (np.broadcast_to(np.asarray(cols["inst"], dtype=np.int64), n),
-                                  np.broadcast_to(room, n)))
+            self._rooms = (cols, (full(np.asarray(cols["inst"], dtype=np.int64), n),
+                                  full(room, n)))
         return self._rooms[1]
 
     def _reach_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
@@ -1087,7 +1088,7 @@ class _Search:
         f = self.latency_terms
         most = math.prod(bounds) if bounds else np.ones(len(rows), dtype=np.int64)
         for lp in move.nodes[len(bounds):]:
-            left = np.broadcast_to(cols[f"e:{lp.rank_variable}"], len(cols["inst"]))[rows]
+            left = full(cols[f"e:{lp.rank_variable}"], len(cols["inst"]))[rows]
             for placed, b in zip(move.nodes, bounds):
                 if placed.rank_variable == lp.rank_variable:
                     left = left // b
@@ -1314,16 +1315,16 @@ class _Search:
         """The fused loops' tiles (`ft:<i>` in order) as an n x k float array (one zero
         column if none): with F and the structure, a row's compatibility group."""
         fts = sorted((c for c in cols if c.startswith("ft:")), key=lambda c: int(c[3:]))
-        return np.column_stack([np.broadcast_to(cols[c], n) for c in fts] or [np.zeros(n)]).astype(np.float64)
+        return np.column_stack([full(cols[c], n) for c in fts] or [np.zeros(n)]).astype(np.float64)
 
     def _least_criteria(self, cols: dict, f: int, n: int) -> np.ndarray:
         """Per row, at most every completion's final criteria but latency (`_beaten`):
         reservations by lifetime to F only grow, and so does energy, by at least the
         compute's."""
-        out = [np.broadcast_to(cols[f"res:{lv}:{k}"], n) for lv in self.levels for k in range(f + 1)]
+        out = [full(cols[f"res:{lv}:{k}"], n) for lv in self.levels for k in range(f + 1)]
         if self.energy:
             ops = math.prod(self.w.rank_sizes[r] for r in self.e.rank_variables)
-            out.append(np.broadcast_to(cols["energy"], n) + ops * self.a.compute(self.unit).energy)
+            out.append(full(cols["energy"], n) + ops * self.a.compute(self.unit).energy)
         return np.column_stack(out).astype(np.float64) if out else np.zeros((n, 0))
 
     def _hold(self, key: Key, final: dict) -> None:
@@ -1343,7 +1344,7 @@ class _Search:
         if self.energy:  # (finished: its energy as it is)
             x[:, -1] = final["energy"]
         rows = np.flatnonzero(ok)
-        sid, ft, x = np.broadcast_to(final["sid"], n)[rows], final["ft"][rows], x[rows]
+        sid, ft, x = full(final["sid"], n)[rows], final["ft"][rows], x[rows]
         labels = group_labels(np.column_stack([sid, ft]))
         kept = np.flatnonzero(pareto_mask(x, labels))  # (one call for all: QK's done keys hold about 40 groups)
         for at in _by_group(labels[kept]):
@@ -1399,7 +1400,7 @@ class _Search:
         if not any((key.depth_f, sid) in self._held for sid in _distinct(cols["sid"])[0]):
             return None
         n = len(cols["row"])
-        ft, sid = self._fused_tiles(cols, n), np.broadcast_to(cols["sid"], n)
+        ft, sid = self._fused_tiles(cols, n), full(cols["sid"], n)
         out, x = None, None
         for at in _by_group(group_labels(np.column_stack([sid, ft]))):
             front = self.incumbents.get((key.depth_f, int(sid[at[0]]), ft[at[0]].tobytes()))
@@ -1420,7 +1421,7 @@ class _Search:
         rows, 562 MiB, of which 0.53 M are on these frontiers)."""
         n = len(final["sid"])
         names = [c for c in final if c.startswith("res:")] + ["energy"] * self.energy + ["latency"] * self.latency
-        crit = np.column_stack([np.broadcast_to(final[c], n) for c in names]).astype(np.float64, copy=False)
+        crit = np.column_stack([full(final[c], n) for c in names]).astype(np.float64, copy=False)
         return pareto_mask(crit, group_labels(np.column_stack([final["sid"], final["ft"]])))
 
     # ---- the end -----------------------------------------------------------------------
@@ -1513,7 +1514,7 @@ def _rows(cols: dict, index: np.ndarray) -> dict:
     out, n = {}, len(index)
     for c, v in cols.items():
         if v.ndim == 1 and len(v) and not v.strides[0]:
-            out[c] = v[:n] if n <= len(v) else np.broadcast_to(v[:1], (n,))  # (a slice keeps the zero stride)
+            out[c] = v[:n] if n <= len(v) else full(v[:1], n)  # (a slice keeps the zero stride)
         else:
             out[c] = v[index]
     return out
@@ -1538,7 +1539,7 @@ def _distinct(v: np.ndarray) -> tuple[list[int], np.ndarray | None]:
 
 def _negated(v: np.ndarray) -> np.ndarray:
     """-v, a column held as one value (`_compact`) kept one value."""
-    return -v if v.strides[0] else np.broadcast_to(-v[:1], v.shape)
+    return -v if v.strides[0] else full(-v[:1], len(v))
 
 
 def _narrow(a: np.ndarray) -> np.ndarray:
@@ -1694,7 +1695,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
                 done = template_rows(t, tiles, workload, arch)
                 within = _within(done, budget)
                 if len(within.tiles) < len(done.tiles):  # pmappings over the budget: the least is cut too
-                    energy = np.broadcast_to(done.columns["energy"], len(done.tiles))
+                    energy = full(done.columns["energy"], len(done.tiles))
                     cut, cut_floor = True, min(cut_floor, float(energy[energy > budget * (1 + BUDGET_RTOL)].min()))
                 if len(within.tiles):
                     rows.append(within)
