@@ -209,9 +209,7 @@ def _compact(cols: dict, narrow: bool = True) -> dict:
         else:
             lo, hi, single = 0, int(not (v == v[0]).all()), False
         if lo == hi:
-            one = v[:1].copy()
-            cols[c] = np.ndarray(v.shape, v.dtype, one, 0, (0,))  # (np.broadcast_to's view, at a third of its cost)
-            cols[c].flags.writeable = False
+            cols[c] = full(v[:1].copy(), len(v))  # (a copy: the view must not hold the whole column)
         elif not narrow:
             continue
         elif v.dtype.kind == "i" and lo >= 0 and (t := np.min_scalar_type(int(hi))).itemsize < v.itemsize:
