@@ -517,7 +517,7 @@ class _Search:
         for move, _, adds in options:
             if adds is None:
                 can = full(np.logical_and.reduce([cols[f"e:{lp.rank_variable}"] >= 2
-                                                             for lp in move.nodes]), n)
+                                                  for lp in move.nodes]), n)
                 if can.all():
                     return None
                 ok |= can
@@ -834,8 +834,7 @@ class _Search:
         the wider key's row is kept (`pareto_mask` keeps the first)."""
         n, m = len(wcols["energy"]), len(ncols["energy"])
         names = self._state_columns(wide, wcols)
-        state = np.column_stack([np.concatenate([full(wcols[c], n), full(ncols[c], m)])
-                                 for c in names])
+        state = np.column_stack([np.concatenate([full(wcols[c], n), full(ncols[c], m)]) for c in names])
         crit = np.column_stack([np.concatenate([full(a, n), full(b, m)])
                                 for a, b in zip(self._criteria(wide, wcols), self._criteria(narrow, ncols))])
         return pareto_mask(crit, group_labels(state))[n:]
@@ -1068,8 +1067,7 @@ class _Search:
         if self._rooms[0] is not cols:
             n = len(cols["inst"])
             room = math.prod(np.asarray(cols[f"e:{r}"], dtype=np.int64) for r in self.latency_terms.ranks)
-            self._rooms = (cols, (full(np.asarray(cols["inst"], dtype=np.int64), n),
-                                  full(room, n)))
+            self._rooms = (cols, (full(np.asarray(cols["inst"], dtype=np.int64), n), full(room, n)))
         return self._rooms[1]
 
     def _reach_cut(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
