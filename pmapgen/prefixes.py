@@ -138,6 +138,8 @@ DONE_PRUNE = True
 # a partial row (F known) is dropped once a finished row of its compatibility group is at most its least
 # completion in every final criterion (`_Search._beaten`: reservations to F, energy, latency); False: kept
 INCUMBENT_CUT = True
+# with INCUMBENT_CUT: rows pushed to a done key are finished and held at once (`_push`)
+HOLD_AT_PUSH = True
 REACH_ORDER = True  # with INCUMBENT_CUT: keys processed reached first (`key_order.Reached`)
 # with REACH_ORDER and `max_rows`: past this share of it waiting, the highest-progress key is taken even if
 # rows may still come to it (they then wait there again): at batch 1, AV's roots 13 and 15 completed so
@@ -484,7 +486,10 @@ class _Search:
         waiting.batches.append((parent, move))
         cols = {**cols, "batch": np.full(n, len(waiting.batches) - 1, np.int64), "tiles": tiles}
         narrow = self.waiting_rows > NARROW_ROWS
-        waiting.parts.append(_compact(self._prune(key, cols), narrow))
+        cols = self._prune(key, cols)
+        if HOLD_AT_PUSH and key.depth_f is not None and self._incumbent_cut() and key.prefix.done(self.sp):
+            self._hold(key, self._finish(key, cols))
+        waiting.parts.append(_compact(cols, narrow))
         self.waiting_rows += len(waiting.parts[-1]["batch"])
         if len(waiting.parts) > 1 and (held := sum(len(p["batch"]) for p in waiting.parts)) > MERGE_ROWS:
             waiting.parts = [_compact(self._prune(key, _concat(waiting.parts)), narrow)]
