@@ -687,7 +687,8 @@ class _Search:
             if DONE_PRUNE:
                 final = _rows(final, self._final_frontier(final))
             self.done.append((key, rid, final))
-            self._hold(key, final)
+            if not HOLD_AT_PUSH:  # (else every row here was held when it was pushed)
+                self._hold(key, final)
         beaten = self._beaten(key, cols)
         if beaten is not None:
             self.stats.beaten += int(beaten.sum())
@@ -1329,9 +1330,10 @@ class _Search:
         return np.column_stack(out).astype(np.float64) if out else np.zeros((n, 0))
 
     def _hold(self, key: Key, final: dict) -> None:
-        """Add a done key's finished rows to their groups' `incumbents`: those of latency at
-        most `LatencyFloor.least` (with latency an objective), the least any completion of
-        any row takes, so latency never favours a partial row over them. (A completion at
+        """Add finished rows of a done key (as they are pushed there: `HOLD_AT_PUSH`) to
+        their groups' `incumbents`: those of latency at most `LatencyFloor.least` (with
+        latency an objective), the least any completion of any row takes, so latency never
+        favours a partial row over them. (A completion at
         the floor takes `least` bit for bit, its terms computed the same way: at batch 1
         the 1,165 done rows of V's root 0 within its floor do.)"""
         if key.depth_f is None or not self._incumbent_cut():
