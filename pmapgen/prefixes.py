@@ -1333,9 +1333,9 @@ class _Search:
         """Add finished rows of a done key (as they are pushed there: `HOLD_AT_PUSH`) to
         their groups' `incumbents`: those of latency at most `LatencyFloor.least` (with
         latency an objective), the least any completion of any row takes, so latency never
-        favours a partial row over them. (A completion at
-        the floor takes `least` bit for bit, its terms computed the same way: at batch 1
-        the 1,165 done rows of V's root 0 within its floor do.)"""
+        favours a partial row over them. (A completion at the floor takes `least` bit for
+        bit, its terms computed the same way: at batch 1 the 1,165 done rows of V's root 0
+        within its floor do.)"""
         if key.depth_f is None or not self._incumbent_cut():
             return
         n = len(final["sid"])
