@@ -436,7 +436,9 @@ class _Search:
 
     def _push(self, key: Key, parent: int, move: Move, cols: dict, tiles: np.ndarray, checked: bool = False) -> None:
         """Rows reaching `key` by one move; pruned at once, and merged with the rows already
-        waiting there once they are many (memory stays near the frontiers' size).
+        waiting there once they are many (memory stays near the frontiers' size). At a done
+        key they are also finished and held as incumbents at once (`HOLD_AT_PUSH`): the key
+        is processed only once no waiting key may reach it, after most of its region.
         `checked`: the caller has cut the rows over the budgets already (a loop move:
         `_over_budget_cut`, `_over_latency_cut`, whose floors are the children's own; at batch 1
         the latency floor at the push cut none of the 6.4 M rows QK's loop moves built in 30 s,
