@@ -136,10 +136,21 @@ def latency(f: LatencyFloor, cols: dict, instances: np.ndarray, used: list[np.nd
     """Compute time at `instances`, and each level's port times for its `rb:`/`wb:` bits over
     `used[k]` instances (the fanouts at or above level k): the max, per row. A done row's
     latency with its final instances; its floor with the most it may reach."""
-    out = f.compute / instances
+    terms = iter(latency_terms(f, cols, instances, used).values())
+    out = next(terms)
+    for x in terms:
+        out = np.maximum(out, x)
+    return out
+
+
+def latency_terms(f: LatencyFloor, cols: dict, instances: np.ndarray, used: list[np.ndarray]) -> dict:
+    """`latency`'s terms by name: "compute", then "<level> read", "<level> write" and
+    "<level> shared" for each finite port (`looptree.model.port_times`' order)."""
+    out = {"compute": f.compute / instances}
     for k, m in enumerate(f.memories):
-        for x in port_times(m, cols[f"rb:{m.name}"], cols[f"wb:{m.name}"], used[k]):
-            out = np.maximum(out, x)
+        names = [f"{m.name} {kind}" for kind, bw in (("read", m.read_bandwidth), ("write", m.write_bandwidth),
+                                                      ("shared", m.bandwidth)) if bw != math.inf]
+        out.update(zip(names, port_times(m, cols[f"rb:{m.name}"], cols[f"wb:{m.name}"], used[k])))
     return out
 
 

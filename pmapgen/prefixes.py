@@ -53,7 +53,8 @@ from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, 
 from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
-from pmapgen.latency_floor import latency, latency_floor, latency_floor_of, port_sets, reach, used_instances
+from pmapgen.latency_floor import (latency, latency_floor, latency_floor_of, latency_terms, port_sets, reach,
+                                   used_instances)
 from pmapgen.pareto import dominated, group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
@@ -1293,16 +1294,30 @@ class _Search:
             out[f"{port}:{level}"] = out[f"{port}:{level}"] + bits
         out["energy"] = out["energy"] + bits * (m.read_energy if kind == "read" else m.write_energy)
 
-    def _finish(self, key: Key, cols: dict) -> dict:
-        """The leaf's accesses, latency, and the final criteria of done rows."""
+    def _leaf(self, key: Key, cols: dict) -> tuple[dict, Above]:
+        """Done rows' columns with the leaf's accesses added, and their `Above`."""
         out = dict(cols)
-        n = len(out["row"])
         above = self._above(out, key.prefix.depth, {})
         ops = math.prod(self.w.rank_sizes[r] for r in self.e.rank_variables)
         inner = dict(key.prefix.inner)
         for t in self.e.tensors:
             kind, lv, amount = leaf_counts(self.e.is_output(t), self.path[inner[t]], ops, above.between[t])
             self._access(out, kind, lv, amount * self.w.tensors[t].bits)
+        return out, above
+
+    def latency_breakdown(self, key: Key, cols: dict) -> dict:
+        """Done rows' latency terms by name (`pmapgen.latency_floor.latency_terms`), with
+        latency an objective: which one each row's latency is (benchmarks/latency_waste.py)."""
+        out, above = self._leaf(key, cols)
+        n = len(out["row"])
+        return latency_terms(self.latency_terms, out, above.instances * np.ones(n),
+                             used_instances(self.latency_terms, out, n))
+
+    def _finish(self, key: Key, cols: dict) -> dict:
+        """The leaf's accesses, latency, and the final criteria of done rows."""
+        out, above = self._leaf(key, cols)
+        n = len(out["row"])
+        ops = math.prod(self.w.rank_sizes[r] for r in self.e.rank_variables)
         unit = self.a.compute(self.unit)
         final = {"energy": out["energy"] + ops * unit.energy}
         if self.latency:
