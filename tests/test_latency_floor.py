@@ -365,6 +365,46 @@ def test_rows_pushed_to_a_done_key_are_held_at_once():
     assert early_st.tile_shapes < late_st.tile_shapes * 0.9, (early_st.tile_shapes, late_st.tile_shapes)
 
 
+def test_lineage_marks_the_ancestors_of_done_rows_within_the_floor():
+    """`pmapgen.lineage` (benchmarks/latency_waste.py) on V within its floor, one root: the
+    kept rows `leading` marks are exactly those met walking up from each done row within
+    the budget; the root rows' `subtree_sizes` add up to every kept row; and each done
+    row's largest term (`_Search.latency_breakdown`) is its latency."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    from pmapgen.lineage import leading, parents, subtree_sizes
+    from pmapgen.prefixes import _Search
+
+    class Checked(_Search):
+        def _finish(self, key, cols):
+            final = super()._finish(key, cols)
+            terms = self.latency_breakdown(key, cols)
+            assert set(terms) == {"compute", "DRAM shared", "GlobalBuffer read", "GlobalBuffer write"}
+            most = np.max(np.column_stack([np.broadcast_to(x, final["latency"].shape) for x in terms.values()]), axis=1)
+            np.testing.assert_array_equal(most, final["latency"])
+            return final
+
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    budget = einsum_latency_floor("V", w, a) * (1 + RTOL)
+    s = Checked("V", w, a, a.computes_for(w.einsum("V"))[0].name, Constraints(latency_budget=budget), ("latency",))
+    assert s.run(None, root=7) == ""
+    walked = set()
+    for _, rid, final in s.done:
+        for r in np.asarray(final["row"])[final["latency"] <= budget * (1 + RTOL)]:
+            at, row = rid, int(r)
+            while at >= 0:
+                walked.add((at, row))
+                parent, rows = parents(s, at)
+                at, row = int(parent[row]), int(rows[row])
+    marked = leading(s, budget * (1 + RTOL))
+    assert {(rid, int(i)) for rid, m in marked.items() for i in np.flatnonzero(m)} == walked
+    assert 0 < len(walked) < sum(len(r.batch) for r in s.records) / 10  # (when written: 967 of 47,694 kept rows)
+    size = subtree_sizes(s)
+    at_roots = sum(int(size[rid][parents(s, rid)[0] < 0].sum()) for rid in size)
+    assert at_roots == sum(len(r.batch) for r in s.records)
+
+
 def test_done_rows_are_held_on_their_keys_final_frontiers():
     """V within its floor, one root: a done key's finished rows are pruned on reservations
     and latency when it is processed (`prefixes.DONE_PRUNE`, `_Search._final_frontier`),
