@@ -677,7 +677,7 @@ class _Search:
         self.stats.prefixes += 1
         self._root = self._root_of.pop(key)
         self.stats.roots[self._root] += 1
-        cols = self._prune(key, _concat(waiting.parts)) if len(waiting.parts) > 1 else _widened(waiting.parts[0])
+        cols = self._merged(key, waiting)
         n = len(cols["batch"])
         self.stats.kept += n
         self.records.append(Record(waiting.batches, _narrow(cols.pop("batch")), _narrow(cols["row"]),
@@ -708,6 +708,10 @@ class _Search:
             ok = next(fits)
             if ok.any():
                 self._emit_storage(rid, key, move, cols, lifetimes, prefix=prefix, fits=ok)
+
+    def _merged(self, key: Key, waiting: _Waiting) -> dict:
+        """The rows waiting at `key`, in one part, pruned (as `_process` takes them)."""
+        return self._prune(key, _concat(waiting.parts)) if len(waiting.parts) > 1 else _widened(waiting.parts[0])
 
     def _moves(self, prefix: Prefix) -> tuple[list, tuple]:
         """`moves` after `prefix` (cached: a third of the keys processed share a prefix
