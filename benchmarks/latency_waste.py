@@ -16,9 +16,10 @@ by a wider prefix's rows (`_Search._prune_narrower`). The best done row under it
 least latency, over the budget) and that row's largest term (`_Search.latency_breakdown`:
 compute or a port) are what the full search kept there. `--alone` tells the two apart: a
 search from the root row only, with no other path's rows, keeps what the row can reach.
-Seventieth session, V's part 3: 0.32% of the kept rows lead to a pmapping kept, and every
-wasted subtree searched alone (of 18 largest-first) reaches pmappings at the budget: the
-waste is rows other paths' rows dominate later, not a loose floor.
+Seventieth session, V's part 3: 0.32% of the kept rows lead to a pmapping kept, and each of
+the 12 largest wasted subtrees, searched alone, reaches pmappings at the budget (so did 11
+more down the 200 largest, and Z's part 1's 3 largest): the waste is rows other paths' rows
+dominate later, not a loose floor (docs/pmapgen.md, "Where the kept rows lead").
 """
 from __future__ import annotations
 
