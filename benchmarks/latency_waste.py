@@ -43,22 +43,20 @@ class _Traced(_Search):
     def __init__(self, *args) -> None:
         super().__init__(*args)
         self.args = args  # (for `alone` and a second run)
-
-    def run(self, deadline, root=None):
         self.terms: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # record -> (latency, largest term's name)
         self._now = None
-        return super().run(deadline, root)
+        self.capture: dict = {}  # keys whose kept rows a second run takes (`alone`), into `captured`
+        self.captured: dict = {}
 
     def _process(self, key: Key) -> None:
         self._now = key
-        if key in getattr(self, "capture", {}):  # (a second run: the rows of the wasted subtrees' roots)
+        if key in self.capture:
             self.captured[key] = (len(self.records), self._merged(key, self.incoming[key]))
         super()._process(key)
 
     def alone(self, key: Key, cols: dict, row: int, root: int) -> "_Traced":
         """A search of the same space from row `row` of `cols` (the rows `key` kept) only."""
         t = _Traced(*self.args)
-        t.terms, t._now = {}, None
         one = {c: v[row:row + 1] if v.ndim and len(v) > 1 else v for c, v in cols.items() if c not in ("batch", "tiles")}
         sid = np.asarray(cols["sid"]).reshape(-1)  # (one value if the column was held as one: `_compact`)
         one["sid"] = np.array([t._sid(self._structures[int(sid[row if len(sid) > 1 else 0])])])
@@ -125,6 +123,7 @@ def main() -> None:
     roots.sort(reverse=True)
     top = {(rid, i): n for n, rid, i in roots[:args.top]}
     best: dict = {}
+    up: dict = {}  # record -> `parents`, read once
     for _, rid, final in search.done:
         latency, names = search.terms[rid]
         for j, r in enumerate(np.asarray(final["row"])):
@@ -132,8 +131,9 @@ def main() -> None:
             while at >= 0:
                 if (at, row) in top and x < best.get((at, row), (np.inf,))[0]:
                     best[at, row] = (x, str(names[r]))
-                parent, rows = parents(search, at)
-                at, row = int(parent[row]), int(rows[row])
+                if at not in up:
+                    up[at] = parents(search, at)
+                at, row = int(up[at][0][row]), int(up[at][1][row])
     print(f"the {len(top)} largest: rows, the best done row below (x the budget), its largest term, the prefix")
     terms = Counter()
     for (rid, i), n in sorted(top.items(), key=lambda kv: -kv[1]):
@@ -151,7 +151,7 @@ def alone(search: _Traced, roots: list, part: int, budget: float, threshold: flo
     then each root row's subtree alone (`_Traced.alone`)."""
     keys = {search.records[rid].key: (rid, n) for n, rid, _ in roots}
     again = _Traced(*search.args)
-    again.capture, again.captured = keys, {}
+    again.capture = keys
     again.run(None, part)
     print(f"searched alone from their root row (the {len(roots)} largest): rows under it in the search; alone: "
           "seconds, rows built, rows kept, the best done row (x the budget), done rows within the budget")
