@@ -159,3 +159,61 @@ def group_labels(values: np.ndarray) -> np.ndarray:
         inverse, uniques = pd.factorize(values[:, c])
         code = pd.factorize(code * len(uniques) + inverse)[0].astype(np.int64)
     return code
+
+
+
+def uncovered_corners(room: np.ndarray, need: np.ndarray) -> np.ndarray:
+    """The maximal points p of the box 0 <= p <= `room` (integers, one column per axis) that
+    no row of `need` is at most, one per row: every integer point of the box no row of
+    `need` is at most lies below one of them. No rows: every point of the box is at least
+    some row of `need`."""
+    return _corners(np.asarray(room, dtype=np.float64), np.ceil(np.asarray(need, dtype=np.float64)))
+
+
+@numba.njit(cache=True)
+def _corners(room: np.ndarray, need: np.ndarray) -> np.ndarray:
+    d = room.shape[0]
+    corners = room.reshape(1, d).copy()
+    for a in range(need.shape[0]):
+        up = np.flatnonzero(need[a] > 0)
+        inside = np.zeros(corners.shape[0], dtype=np.bool_)
+        for i in range(corners.shape[0]):
+            inside[i] = True
+            for j in range(d):
+                if need[a, j] > corners[i, j]:
+                    inside[i] = False
+                    break
+        n_inside = int(inside.sum())
+        if n_inside == 0:
+            continue
+        # a corner a's up-set holds leaves it along each axis a needs some of: just below a there
+        kept = np.empty((corners.shape[0] - n_inside + n_inside * len(up), d))
+        k = 0
+        for i in range(corners.shape[0]):
+            if not inside[i]:
+                kept[k] = corners[i]
+                k += 1
+        for i in range(corners.shape[0]):
+            if inside[i]:
+                for j in up:
+                    kept[k] = corners[i]
+                    kept[k, j] = need[a, j] - 1
+                    k += 1
+        # only the maximal ones (of equal points, the first): a point below another is below its corner too
+        keep = np.ones(k, dtype=np.bool_)
+        for i in range(k):
+            for m in range(k):
+                if m == i or not keep[m]:
+                    continue
+                below, equal = True, True
+                for j in range(d):
+                    if kept[i, j] > kept[m, j]:
+                        below = False
+                        break
+                    if kept[i, j] != kept[m, j]:
+                        equal = False
+                if below and (not equal or m < i):
+                    keep[i] = False
+                    break
+        corners = kept[:k][keep[:k]]
+    return corners
