@@ -55,7 +55,7 @@ from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
 from pmapgen.latency_floor import (latency, latency_floor, latency_floor_of, latency_terms, port_sets, reach,
                                    used_instances)
-from pmapgen.pareto import dominated, group_labels, pareto_mask, uncovered_corners
+from pmapgen.pareto import dominated, group_labels, pareto_mask
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
                                space, storage_state)
@@ -141,11 +141,6 @@ DONE_PRUNE = True
 INCUMBENT_CUT = True
 # with INCUMBENT_CUT: rows pushed to a done key are finished and held at once (`_push`)
 HOLD_AT_PUSH = True
-# with INCUMBENT_CUT and a latency budget: a partial row is also dropped when every completion within the
-# budget that no finished row of its group dominates would need less room at a finite level than the
-# latency floor allows (`_Search._room_beaten`); False: only at its least completion
-ROOM_CUT = True
-CORNER_MEMO = 1 << 20  # `_Search._corners` held at most (about 42 k at V's root 3)
 REACH_ORDER = True  # with INCUMBENT_CUT: keys processed reached first (`key_order.Reached`)
 # with REACH_ORDER and `max_rows`: past this share of it waiting, the highest-progress key is taken even if
 # rows may still come to it (they then wait there again): at batch 1, AV's roots 13 and 15 completed so
@@ -327,7 +322,6 @@ class _Search:
         # criteria that may drop partial rows (`_hold`, `_beaten`)
         self.incumbents: dict[tuple, np.ndarray] = {}
         self._held: set = set()  # the (F, sid) of the incumbents' groups
-        self._corner_memo: dict = {}  # (room, need) -> `_corners`
         self._move_lists: dict = {}  # Prefix -> `_moves`
         # what `_moves` depends on: the space (tensor_keys and key only narrow it, `narrowed`), capacities, bits
         self._space_key = (repr(replace(self.sp, constraints=replace(self.sp.constraints, key=None, tensor_keys={},
@@ -1423,16 +1417,15 @@ class _Search:
         row of their group (`incumbents`) weakly dominates in every final criterion at the
         row's least completion (`_least_criteria`; latency: every completion takes at least
         `least`, which the incumbents meet). Every completion of such a row is then at
-        least as bad as that finished row, which the table holds, so none is needed. With a
-        latency budget, also the rows whose completions within it the incumbents dominate
-        given the room each needs (`_room_beaten`). None: no row is."""
+        least as bad as that finished row, which the table holds, so none is needed. None:
+        no row is."""
         if key.depth_f is None or not self.incumbents or not self._incumbent_cut():
             return None
         if not any((key.depth_f, sid) in self._held for sid in _distinct(cols["sid"])[0]):
             return None
         n = len(cols["row"])
         ft, sid = self._fused_tiles(cols, n), full(cols["sid"], n)
-        out, x, rest = None, None, []
+        out, x = None, None
         for at in _by_group(group_labels(np.column_stack([sid, ft]))):
             front = self.incumbents.get((key.depth_f, int(sid[at[0]]), ft[at[0]].tobytes()))
             if front is None:
@@ -1440,107 +1433,7 @@ class _Search:
             if x is None:
                 x, out = self._least_criteria(cols, key.depth_f, n), np.zeros(n, dtype=bool)
             out[at] = dominated(x[at], front)
-            if ROOM_CUT and self.port_floors and not out[at].all():
-                rest.append((at[~out[at]], front))
-        if rest:
-            rows = np.concatenate([r for r, _ in rest])
-            out[rows] = self._room_beaten(key, cols, rest, x)
         return out if out is not None and out.any() else None
-
-    def _room_beaten(self, key: Key, cols: dict, parts: list, x: np.ndarray) -> np.ndarray:
-        """Per row of `parts` ((rows, their group's `incumbents`), rows in order: those
-        `_beaten` does not drop at their least completion `x`), whether every completion
-        within the latency budget is dominated by an incumbent anyway (`ROOM_CUT`).
-
-        What a completion adds to a finite level's reservation to F is what it takes of the
-        level's room: a node placed once F is known adds its tile to every lifetime from
-        its own (at most F) to the last, and no backing is left to place (F is known once
-        none is pending, `Prefix.fused`). The ports' floors with the rooms capped (the
-        `free` of `pmapgen.bounds.floor_inputs`) bound every completion that takes at most
-        that much (tests/test_latency_floor.py checks it against every completion). An
-        incumbent at most the row in the other columns dominates every completion that
-        takes at least what it needs beyond the row at each level; the others take at most
-        one of the rooms `uncovered_corners` gives, so if the floor at each is over the
-        budget, none of them is within it. At V's root 3 (batch 1) 14.3 M rows built
-        become 12.2 M, and 7.2 M given the final incumbents at once (11.0 M without the
-        cut): docs/pmapgen.md, "Room a completion within the budget needs"."""
-        f = key.depth_f
-        names = [f"res:{lv}:{k}" for lv in self.levels for k in range(f + 1)]
-        held = {name: i for i, (_, name, _) in enumerate(self.floor.held)}
-        dims = [(names.index(f"res:{lv}:{f}"), held[lv]) for lv in self.levels if lv in held]
-        n = sum(len(r) for r, _ in parts)
-        if not dims:
-            return np.zeros(n, dtype=bool)
-        at_d, held_d = [c for c, _ in dims], [c for _, c in dims]
-        other = np.ones(x.shape[1], dtype=bool)
-        other[at_d] = False
-        # (only rows some incumbent is at most in the other columns can be covered: the others are left first)
-        kept, start = [], 0
-        for rows, front in parts:
-            some = (front[None, :, other] <= x[rows][:, None, other]).all(axis=2).any(axis=1)
-            if some.any():
-                kept.append((rows[some], front, start + np.flatnonzero(some)))
-            start += len(rows)
-        out = np.zeros(n, dtype=bool)
-        if not kept:
-            return out
-        sub = _rows(cols, np.concatenate([r for r, _, _ in kept]))
-        ints, _, free = floor_inputs(self.floor, sub)
-        pairs, rooms, ranks, start = [], [], [], 0
-        for rows, front, pos in kept:
-            at = np.arange(start, start + len(rows))
-            start += len(rows)
-            # (rows with the same criteria and rooms share their corners: about one in seven at V's root 7)
-            v = np.column_stack([x[rows], free[at][:, held_d]])
-            _, first, inverse = np.unique(group_labels(v), return_index=True, return_inverse=True)
-            v = v[first]
-            ok = (front[None, :, other] <= v[:, None, :x.shape[1]][:, :, other]).all(axis=2)
-            need = np.maximum(front[None, :, at_d] - v[:, None, at_d], 0.0)
-            corners = [self._corners(u[x.shape[1]:], a[k]) for u, a, k in zip(v, need, ok)]
-            counts = np.array([len(c) for c in corners], dtype=np.int64)[inverse]
-            pairs.append(np.repeat(at, counts))
-            offsets = np.concatenate([[0], np.cumsum([len(c) for c in corners])[:-1]])
-            within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-            rooms.append(np.concatenate(corners)[np.repeat(offsets[inverse], counts) + within])
-            ranks.append(within)
-        covered = np.ones(len(sub["row"]), dtype=bool)  # (until a corner's floor is within the budget)
-        pairs, rooms, ranks = np.concatenate(pairs), np.concatenate(rooms), np.concatenate(ranks)
-        # (only the ports' floors move with the rooms: the compute and top terms are the row's, within the budget)
-        reached = reach(self.latency_terms, sub, self._latency_tops(key.prefix)[0])[1]
-        spreads = [ps.spread(reached) for ps, _ in self.port_floors]
-        seconds = [ps.seconds(sub) for ps, _ in self.port_floors]
-        threshold, step = self.latency_budget * (1 + LATENCY_RTOL), identity_step(self.floor)
-        for k in range(int(ranks.max()) + 1 if len(ranks) else 0):  # (a row is kept at its first corner within)
-            at = np.flatnonzero(ranks == k)
-            at = at[covered[pairs[at]]]
-            if not len(at):
-                continue
-            rows = pairs[at]
-            ints_k, free_k = ints[rows], free[rows]
-            free_k[:, held_d] = rooms[at]
-            over = np.zeros(len(at), dtype=bool)
-            for (ps, f), secs, spread in zip(self.port_floors, seconds, spreads):
-                left = np.flatnonzero(~over)
-                if not len(left):
-                    break
-                bits = child_floors(f, ints_k, secs[rows], free_k, left, np.zeros((len(left), 0), np.int64), step,
-                                    self._plan(key.prefix, f))
-                over[left] = bits / spread[rows[left]] > threshold
-            covered[rows[~over]] = False
-        out[np.concatenate([pos for _, _, pos in kept])] = covered
-        return out
-
-    def _corners(self, room: np.ndarray, need: np.ndarray) -> np.ndarray:
-        """`uncovered_corners`, the most spacious first (its floor is the likeliest to be
-        within the budget), cached: at V's root 3 one call in six is new."""
-        at = (room.tobytes(), need.tobytes())
-        out = self._corner_memo.get(at)
-        if out is None:
-            if len(self._corner_memo) > CORNER_MEMO:
-                self._corner_memo.clear()
-            c = uncovered_corners(room, need)
-            out = self._corner_memo[at] = c[np.argsort(-(c / np.maximum(room, 1)).sum(axis=1), kind="stable")]
-        return out
 
     def _final_frontier(self, final: dict) -> np.ndarray:
         """Which done rows of one key (`_finish`) are on their compatibility group's frontier

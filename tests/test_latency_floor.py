@@ -26,16 +26,14 @@ RTOL = 1e-9
 @settings(max_examples=12, **SETTINGS)
 @given(small_problems(max_levels=3, bandwidths=True))
 def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_latency(problem):
-    """Also with each finite level's room capped at what the completion takes of it (the
-    room cut's premise, `prefixes._Search._room_beaten`)."""
-    assert floors_below_completions(problem, "latency", rooms=True) > 0
+    assert floors_below_completions(problem, "latency") > 0
 
 
 @settings(max_examples=10, **SETTINGS)
 @given(array_problems(bandwidths=True))
 def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_latency_under_an_array(problem):
     """As above, where the instances still to come are capped by the extents left."""
-    assert floors_below_completions(problem, "latency", rooms=True) > 0
+    assert floors_below_completions(problem, "latency") > 0
 
 
 @settings(max_examples=10, **SETTINGS)
@@ -354,28 +352,6 @@ def test_rows_a_finished_row_dominates_are_not_extended():
     (cut, cut_st, _), (kept, kept_st, _) = (v_within_its_floor(INCUMBENT_CUT=on) for on in (True, False))
     assert cut == kept and len(cut) > 0
     assert cut_st.tile_shapes < kept_st.tile_shapes * 0.8, (cut_st.tile_shapes, kept_st.tile_shapes)
-
-
-def test_rows_no_finished_row_dominates_within_the_budget_are_not_extended():
-    """A partial row (F known) is also dropped when every completion within the budget that
-    no finished row of its group dominates would take less room at some finite level than
-    the latency floor allows (`prefixes.ROOM_CUT`, `_Search._room_beaten`; its premise is
-    checked against every completion in `floors_below_completions(rooms=True)`). V within
-    its floor, one root: the same table, fewer rows built (122,099 against 123,739 when
-    written); the cut drops some row itself."""
-    beaten = []
-    original = prefixes._Search._room_beaten
-
-    def counted(self, *args):
-        out = original(self, *args)
-        beaten.append(int(out.sum()))
-        return out
-
-    with mock.patch.object(prefixes._Search, "_room_beaten", counted):
-        cut, cut_st, _ = v_within_its_floor(ROOM_CUT=True)
-    kept, kept_st, _ = v_within_its_floor(ROOM_CUT=False)
-    assert cut == kept and len(cut) > 0
-    assert sum(beaten) > 0 and cut_st.tile_shapes < kept_st.tile_shapes, (cut_st.tile_shapes, kept_st.tile_shapes)
 
 
 def test_rows_pushed_to_a_done_key_are_held_at_once():

@@ -1,13 +1,11 @@
 """The Pareto filter against a brute-force definition."""
-import itertools
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pmapgen.pareto as pareto
-from pmapgen.pareto import dominated, group_labels, pareto_mask, uncovered_corners
+from pmapgen.pareto import dominated, group_labels, pareto_mask
 
 
 def brute(x: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -71,33 +69,3 @@ def test_group_labels_give_equal_rows_equal_labels(k, distinct, n, seed, spread)
         finally:
             pareto.SORT_ROWS = old
         assert len(set(zip(labels.tolist(), truth.tolist()))) == len(set(truth.tolist())) == len(set(labels.tolist()))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(1, 3).flatmap(lambda d: st.tuples(
-    hnp.arrays(np.int64, d, elements=st.integers(0, 5)),
-    hnp.arrays(np.int64, st.tuples(st.integers(0, 6), st.just(d)), elements=st.integers(0, 7)))))
-def test_uncovered_corners_match_brute_force(case):
-    """`uncovered_corners` (the room cut, `prefixes._Search._room_beaten`): the integer
-    points of the box below some corner are exactly those no row of `need` is at most,
-    each corner is such a point, and no corner is below another."""
-    room, need = case
-    corners = uncovered_corners(room, need)
-    box = [np.array(p) for p in itertools.product(*(range(int(r) + 1) for r in room))]
-    uncovered = {tuple(p) for p in box if not any((a <= p).all() for a in need)}
-    assert {tuple(p) for p in box if any((p <= c).all() for c in corners)} == uncovered
-    assert {tuple(int(v) for v in c) for c in corners} <= uncovered
-    assert not any(i != k and (c <= q).all() for i, c in enumerate(corners) for k, q in enumerate(corners))
-
-
-def test_uncovered_corners_example():
-    """Incumbents needing (2, 0) and (0, 3) more than a row holds, in a box of (4, 5):
-    every point with at least 2 on the first axis is covered, and every one with at least
-    3 on the second, so what is left lies below (1, 2); with (1, 1) needed as well, below
-    (0, 2) or (1, 0). One needing nothing covers the box."""
-    got = {tuple(c) for c in uncovered_corners(np.array([4, 5]), np.array([[2, 0], [0, 3]]))}
-    assert got == {(1.0, 2.0)}
-    got = {tuple(c) for c in uncovered_corners(np.array([4, 5]), np.array([[2, 0], [0, 3], [1, 1]]))}
-    assert got == {(0.0, 2.0), (1.0, 0.0)}
-    assert len(uncovered_corners(np.array([4, 5]), np.array([[0, 0]]))) == 0
-    assert {tuple(c) for c in uncovered_corners(np.array([4, 5]), np.zeros((0, 2)))} == {(4.0, 5.0)}

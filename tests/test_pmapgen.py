@@ -681,60 +681,29 @@ def test_the_box_bound_drops_spatial_rows_and_changes_no_result():
     assert len(cut[0]) and frontier(cut[0], ("energy",)) == frontier(whole[0], ("energy",))
 
 
-def floors_below_completions(problem, column: str = "energy", rooms: bool = False) -> int:
+def floors_below_completions(problem, column: str = "energy") -> int:
     """Runs the prefix search with an infinite budget (every floor computed, nothing cut)
     and checks each surviving partial pmapping's energy floor against the final energy of
     every pmapping the search completes from it. Returns how many pairs it checked.
     `column="latency"`: the latency floor (`pmapgen.latency_floor`, with its ports' floors)
     against the final latency, within an infinite latency budget. Done rows are not pruned
     (`prefixes.DONE_PRUNE` off), nor partial rows by them (`prefixes.INCUMBENT_CUT` off):
-    every completion the search could reach is checked. `rooms` (latency): also the floor
-    with each finite level's room capped at what the completion takes of it (the room cut,
-    `_Search._room_beaten`), for every partial row, F known or not."""
+    every completion the search could reach is checked."""
     import math
     from unittest import mock
 
     from pmapgen import prefixes
-    from pmapgen.bounds import floor_inputs, identity_step
-    from pmapgen.prefixes import _rows, _Search
     from pmapgen.constraints import Constraints
+    from pmapgen.prefixes import _Search
     floors: dict = {}  # (parent record, parent row, move, tiles) -> the child's floor
-    held: dict = {}  # the same -> (the child's prefix, its columns), with `rooms`
-
-    def used(s, cols) -> np.ndarray:
-        """Per row and finite level (`EnergyFloor.held`), what its nodes take of the level."""
-        n = len(cols["row"])
-        return np.column_stack([np.zeros(n)] + [np.broadcast_to(cols[f"res:{name}:{s.n_res - 1}"]
-                                                                + cols[f"backing:{name}"], (n,))
-                                                for _, name, _ in s.floor.held])[:, 1:]
 
     class Recorded(_Search):
         def _push(self, key, parent, move, cols, tiles, checked=False):
             if len(tiles):
                 got = self._floor(key.prefix, cols) if column == "energy" else self._latency_floor(key.prefix, cols)
                 for j, f in enumerate(got):
-                    at = parent, int(cols["row"][j]) if "row" in cols else 0, move, tuple(tiles[j])
-                    floors[at] = f
-                    if rooms:
-                        held[at] = key.prefix, _rows(cols, np.array([j]))
+                    floors[parent, int(cols["row"][j]) if "row" in cols else 0, move, tuple(tiles[j])] = f
             super()._push(key, parent, move, cols, tiles, checked)
-
-        def _finish(self, key, cols):
-            final = super()._finish(key, cols)
-            if rooms:
-                final["used"] = used(self, cols)
-            return final
-
-    def capped(s, at, taken: list) -> np.ndarray:
-        """The latency floor of the row pushed at `at` with each finite level's room at most
-        what each completion took of it beyond the row (`taken`: what each took in all)."""
-        prefix, cols = held[at]
-        m = len(taken)
-        cols = _rows(cols, np.zeros(m, np.int64))
-        ints, energy, free = floor_inputs(s.floor, cols)
-        free = np.minimum(free, np.array(taken) - used(s, cols))
-        return s._latency_floors(prefix, cols, cols, np.arange(m), np.zeros((m, 0), np.int64),
-                                 identity_step(s.floor), (ints, energy, free), math.inf)
 
     w, a = problem
     checked = 0
@@ -744,25 +713,17 @@ def floors_below_completions(problem, column: str = "energy", rooms: bool = Fals
                          (column,), math.inf if column == "energy" else None)
             with mock.patch.object(prefixes, "DONE_PRUNE", False), mock.patch.object(prefixes, "INCUMBENT_CUT", False):
                 s.run(None)
-            checks: dict = {}  # with `rooms`: pushed row -> [(what a completion takes in all, its latency)]
             for _, rid, done in s.done:
-                for k, (j, energy) in enumerate(zip(done["row"], done[column])):
+                for j, energy in zip(done["row"], done[column]):
                     r, i = rid, int(j)
                     while s.records[r].batches[0][0] is not None:
                         rec = s.records[r]
                         parent, move = rec.batches[rec.batch[i]]
                         width = sum(isinstance(n, Loop) for n in move.nodes)
-                        at = parent, int(rec.parent[i]), move, tuple(rec.tiles[i][:width])
-                        f = floors[at]
+                        f = floors[parent, int(rec.parent[i]), move, tuple(rec.tiles[i][:width])]
                         assert f <= energy * (1 + 1e-9), (e, move, f, energy)
-                        if rooms and s.floor.held:
-                            checks.setdefault(at, []).append((done["used"][k], energy))
                         checked += 1
                         r, i = parent, int(rec.parent[i])
-            for at, pairs in checks.items():
-                latency = np.array([x for _, x in pairs])
-                f = capped(s, at, [taken for taken, _ in pairs])
-                assert (f <= latency * (1 + 1e-9)).all(), (e, at, "rooms", f, latency)
     return checked
 
 
