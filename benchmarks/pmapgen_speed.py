@@ -4,7 +4,7 @@ kept, seconds and peak memory, at batch 1 / 2048 tokens and at FFM's batch 64 / 
     python benchmarks/pmapgen_speed.py [--time-limit 60] [--einsums Q QK ...] [--shapes 1]
     python benchmarks/pmapgen_speed.py --prefixes [--budget-factor 1.0 [--rising]] [--objectives energy]
     python benchmarks/pmapgen_speed.py --prefixes --slack-of 125.64 --objectives energy --shapes 0 [--uniform-slack]
-    python benchmarks/pmapgen_speed.py --prefixes --slack-of 6.768170170311773 --objectives latency --shapes 0
+    python benchmarks/pmapgen_speed.py --prefixes --slack-of 6.768170170311773 --objectives latency --shapes 0 [--uniform-slack]
 
 `--prefixes` runs the exact prefix search (`pmapgen.prefixes`) instead of the template
 enumeration: its "templates" column counts structural prefixes processed and "tile
@@ -41,6 +41,9 @@ same set for latency: every Einsum within U minus the other Einsums' latency flo
 (`ffm.slack.latency_slack_budgets`, `Constraints.latency_budget`; docs/pmapgen.md,
 "Latency budgets"). At batch 1 the latency optimum is the bound, 6.768170170311773 ms
 (docs/mapper.md, "Step 35"), so every Einsum's budget is its floor: give U in full.
+The Einsums run in topological waves, each input's backing held to the levels its
+producer's table gives it (`ffm.slack.latency_slack_tables`; docs/pmapgen.md, "Producers'
+levels"); `--uniform-slack` runs them all at once without (the sixty-ninth session's runs).
 Each search is split by root across the workers, the time limit per root, and no root
 starts once the time limit times the Einsums per worker has passed (an Einsum none of
 whose roots started prints as not started); `--whole` runs each Einsum's search in one
@@ -63,7 +66,7 @@ import ffm
 import workloads
 from ffm.budgets import PROOF_ROWS
 from ffm.latency_bound import einsum_latency_floor
-from ffm.slack import latency_slack_budgets, slack_budgets, slack_tables
+from ffm.slack import latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
 from pmapgen import Constraints, generate, generate_all
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
 
@@ -134,21 +137,33 @@ def slack_row(e: str, st, cut: str, budget: str) -> None:
           f"{status}; {budget}", flush=True)
 
 
-def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: bool = False) -> None:
+def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: bool = False,
+                      uniform: bool = False) -> None:
     """`--slack-of` with `--objectives latency`: every Einsum's table within its latency
     budget (`ffm.slack.latency_slack_budgets`: U minus the others' latency floors), with
-    the proof's cap on waiting rows, each search split by root across the workers with
-    the time limit per root (`pmapgen.all_einsums.split_searches`), or with `whole` each
-    in one worker with the time limit per Einsum."""
+    the proof's cap on waiting rows, in topological waves with each input's backing held
+    to the levels its producer's table gives it (`ffm.slack.latency_slack_tables`), or
+    with `uniform` all at once with no such levels. Each search is split by root across
+    the workers with the time limit per root (`pmapgen.all_einsums.split_searches`), or
+    with `whole` each in one worker with the time limit per Einsum."""
     budgets = latency_slack_budgets(w, a, bound)
     start = time.perf_counter()
-    found = generate_all(w, a, {e: Constraints(latency_budget=b) for e, b in budgets.items()},
-                         objectives=("latency",), progress=False, time_limit=time_limit, einsums=tuple(einsums),
-                         max_rows=PROOF_ROWS, split=not whole)
+    if uniform:
+        found = generate_all(w, a, {e: Constraints(latency_budget=b) for e, b in budgets.items()},
+                             objectives=("latency",), progress=False, time_limit=time_limit, einsums=tuple(einsums),
+                             max_rows=PROOF_ROWS, split=not whole)
+        levels: dict = {}
+    else:
+        chained = latency_slack_tables(w, a, bound, time_limit=time_limit, max_rows=PROOF_ROWS,
+                                       einsums=tuple(einsums), split=not whole)
+        found, levels = chained.results, chained.levels
     wall = time.perf_counter() - start
     for e in einsums:
         floor = einsum_latency_floor(e, w, a)
         held = f"latency floor {floor * 1e3:.6g} ms, budget {budgets[e] * 1e3:.6g} ms ({budgets[e] / floor:.3f}x)"
+        if levels.get(e):
+            held += "; inputs backed at " + "; ".join(f"{t}: {', '.join(lv) or 'none'}"
+                                                     for t, lv in levels[e].items())
         if e not in found:  # (split: no part started before the set's deadline, `split_searches`)
             print(f"{e:<12}{'-':>11}{'-':>13}{'-':>8}{'-':>9}{'-':>10}  INCOMPLETE (not started); {held}")
             continue
@@ -177,7 +192,8 @@ def main() -> None:
                         help="with --slack-of and --objectives latency: each Einsum's search whole in one worker, "
                              "the time limit per Einsum (default: split by root, the time limit per root)")
     parser.add_argument("--uniform-slack", action="store_true",
-                        help="with --slack-of: every Einsum within its uniform budget (no keys)")
+                        help="with --slack-of: every Einsum within its uniform budget (energy: no keys; "
+                             "latency: no producers' levels)")
     args = parser.parse_args()
     if args.slack_of is not None and not args.prefixes:
         parser.error("--slack-of needs --prefixes")
@@ -189,8 +205,6 @@ def main() -> None:
         parser.error("--slack-of is for one objective: give --objectives energy or --objectives latency")
     if args.slack_of == "auto" and args.objectives != "energy":
         parser.error("--slack-of auto takes U from ffm.map's energy result: give U in ms for latency")
-    if args.uniform_slack and args.objectives != "energy":
-        parser.error("--uniform-slack is for the energy objective (latency budgets are always uniform)")
     objectives = tuple(args.objectives.split(","))
     a = arch_specs.load("tpuv4i")
     for label, variables in (SHAPES[k] for k in args.shapes):
@@ -203,7 +217,7 @@ def main() -> None:
         if args.slack_of is not None:
             if objectives == ("latency",):
                 latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names, args.time_limit,
-                                  args.whole)
+                                  args.whole, args.uniform_slack)
             else:
                 slack_run(w, a, mapper_bound(w, a) if args.slack_of == "auto" else float(args.slack_of) * 1e9,
                           args.einsums or w.einsum_names, objectives, args.time_limit, args.uniform_slack)

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from ffm.refine import BACKING_GROUP_FROM
 from ffm.search import search
-from ffm.slack import slack_budgets, slack_tables
-from pmapgen import generate, generate_all
+from ffm.slack import latency_slack_budgets, latency_slack_tables, producer_levels, slack_budgets, slack_tables
+from pmapgen import Constraints, generate, generate_all
 from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
 
 
@@ -71,13 +71,13 @@ def test_tables_within_slack_budgets_hold_every_pmapping_an_optimal_mapping_coul
     check_slack_budgets(*problem, pick=pick)
 
 
-def dominated(row, table) -> bool:
-    """Whether a row of `table` in `row`'s compatibility group is at least as good in energy
-    and in every reservation (a reservation a row does not have counts as nothing)."""
+def dominated(row, table, objective: str = "energy") -> bool:
+    """Whether a row of `table` in `row`'s compatibility group is at least as good in the
+    objective and in every reservation (a reservation a row does not have counts as nothing)."""
     group = table[[k == row["compat"] for k in table["compat"]]] if len(table) else table
     if group.empty:
         return False
-    crit = sorted({c for c in (*row.index, *group.columns) if c.startswith("res:")}) + ["energy"]
+    crit = sorted({c for c in (*row.index, *group.columns) if c.startswith("res:")}) + [objective]
     mine = np.nan_to_num(row.reindex(crit).to_numpy(dtype=float), nan=0.0)
     theirs = np.nan_to_num(group.reindex(columns=crit).to_numpy(dtype=float), nan=0.0)
     return bool(np.all(theirs <= mine * (1 + RTOL) + 1e-12, axis=1).any())
@@ -135,3 +135,83 @@ def test_keyed_slack_tables_hold_every_pmapping_of_every_mapping_within_the_boun
 @given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
 def test_keyed_slack_tables_hold_every_pmapping_of_every_mapping_within_the_bound_long(problem, pick):
     check_keyed_slack(*problem, pick=pick)
+
+
+def check_latency_chain(workload, arch, pick: int) -> None:
+    """The latency set in topological waves (`latency_slack_tables`), each input backed only
+    at the levels its producer's table gives it: every pmapping of every mapping of latency
+    within the bound (exhaustive tables, each row pinned in turn and joined) is dominated
+    by a row of its Einsum's table in its compatibility group; every row is within its
+    uniform budget; the tables join to the exhaustive latency optimum."""
+    tables = {e: generate(e, workload, arch, objectives=("latency",))[0] for e in workload.einsum_names}
+    if any(t.empty for t in tables.values()):
+        _bump("an Einsum with no pmapping")
+        return
+    truth = search(tables, workload, arch, "latency")
+    if truth.best.empty:
+        _bump("no valid mapping")
+        return
+    optimum = float(truth.best["latency"].iloc[0])
+    order = tuple(workload.einsum_names)
+    bound = optimum * (1.0, 1.05, 1.5)[pick % 3]
+    chained = latency_slack_tables(workload, arch, bound, workers=1)
+    budgets = latency_slack_budgets(workload, arch, bound)
+    assert set(chained.results) == set(order) and all(r[2].complete for r in chained.results.values())
+    assert sum(map(len, chained.waves)) == len(order)
+    narrowed = 0
+    for e, (table, _, _) in chained.results.items():
+        assert (table["latency"] <= budgets[e] * (1 + RTOL)).all(), e
+        for t, levels in chained.levels[e].items():
+            assert set(levels) == {dict(k[0])[t][0] for k in chained.results[workload.producer(t)][0]["compat"]}
+            narrowed += len(levels) < len(arch.memories)
+    _bump("a producer's table narrows an input's levels" if narrowed else "no input's levels narrowed")
+    for e in order:
+        for i in range(len(tables[e])):
+            row = tables[e].iloc[i]
+            if row["latency"] > budgets[e] * (1 + RTOL):
+                continue
+            best = search({**tables, e: tables[e].iloc[[i]]}, workload, arch, "latency")
+            if best.best.empty or best.best["latency"].iloc[0] > bound * (1 + RTOL):
+                continue
+            _bump("pmappings in a mapping within the latency bound")
+            assert dominated(row, chained.results[e][0], "latency"), (e, row["compat"], row["latency"])
+    found = search({e: r[0] for e, r in chained.results.items()}, workload, arch, "latency")
+    assert not found.best.empty and np.isclose(found.best["latency"].iloc[0], optimum, rtol=RTOL)
+    ev = chosen(found, {e: r[0] for e, r in chained.results.items()},
+                {e: r[1] for e, r in chained.results.items()}, workload, arch)
+    assert np.isclose(ev.latency_s, optimum, rtol=RTOL)
+    _bump("checked")
+
+
+@settings(max_examples=15, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_latency_tables_in_waves_hold_every_pmapping_of_every_mapping_within_the_bound(problem, pick):
+    check_latency_chain(*problem, pick=pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
+def test_latency_tables_in_waves_hold_every_pmapping_of_every_mapping_within_the_bound_long(problem, pick):
+    check_latency_chain(*problem, pick=pick)
+
+
+def test_no_pmapping_of_i_within_its_latency_floor_backs_i_at_a_level_its_table_leaves_out():
+    """gpt3 batch 1: the levels `producer_levels` gives V's input I from I's table within
+    its latency floor are on chip only, and a search of I with I backed at any other level
+    within that floor finds nothing (so V's roots with I in DRAM or the Registers hold no
+    pmapping of a latency-optimal mapping)."""
+    import arch as arch_specs
+    import workloads
+    from ffm.latency_bound import einsum_latency_floor
+    from pmapgen.prefixes import generate_by_prefixes
+
+    w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
+    budget = einsum_latency_floor("I", w, a) * (1 + RTOL)
+    table = generate_by_prefixes("I", w, a, Constraints(latency_budget=budget), ("latency",))[0]
+    levels = producer_levels(w, {"I": table}, "V")["I"]
+    assert levels and "DRAM" not in levels
+    for level in (m.name for m in a.memories if m.name not in levels):
+        c = Constraints(backing={"I": (level,)}, latency_budget=budget)
+        got, _, stats = generate_by_prefixes("I", w, a, c, ("latency",))
+        assert stats.complete and got.empty, level
