@@ -41,9 +41,9 @@ same set for latency: every Einsum within U minus the other Einsums' latency flo
 (`ffm.slack.latency_slack_budgets`, `Constraints.latency_budget`; docs/pmapgen.md,
 "Latency budgets"). At batch 1 the latency optimum is the bound, 6.768170170311773 ms
 (docs/mapper.md, "Step 35"), so every Einsum's budget is its floor: give U in full.
-The Einsums run in topological waves, each input's backing held to the levels its
-producer's table gives it (`ffm.slack.latency_slack_tables`; docs/pmapgen.md, "Producers'
-levels"); `--uniform-slack` runs them all at once without (the sixty-ninth session's runs).
+The Einsums run in topological waves, each input held to the c_T its producer's table
+gives it (`ffm.slack.latency_slack_tables`; docs/pmapgen.md, "Producers' keys");
+`--uniform-slack` runs them all at once without (the sixty-ninth session's runs).
 Each search is split by root across the workers, the time limit per root, and no root
 starts once the time limit times the Einsums per worker has passed (an Einsum none of
 whose roots started prints as not started); `--whole` runs each Einsum's search in one
@@ -141,9 +141,9 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
                       uniform: bool = False) -> None:
     """`--slack-of` with `--objectives latency`: every Einsum's table within its latency
     budget (`ffm.slack.latency_slack_budgets`: U minus the others' latency floors), with
-    the proof's cap on waiting rows, in topological waves with each input's backing held
-    to the levels its producer's table gives it (`ffm.slack.latency_slack_tables`), or
-    with `uniform` all at once with no such levels. Each search is split by root across
+    the proof's cap on waiting rows, in topological waves with each input held to the c_T
+    its producer's table gives it (`ffm.slack.latency_slack_tables`), or with `uniform`
+    all at once without. Each search is split by root across
     the workers with the time limit per root (`pmapgen.all_einsums.split_searches`), or
     with `whole` each in one worker with the time limit per Einsum."""
     budgets = latency_slack_budgets(w, a, bound)
@@ -152,18 +152,18 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
         found = generate_all(w, a, {e: Constraints(latency_budget=b) for e, b in budgets.items()},
                              objectives=("latency",), progress=False, time_limit=time_limit, einsums=tuple(einsums),
                              max_rows=PROOF_ROWS, split=not whole)
-        levels: dict = {}
+        keys: dict = {}
     else:
         chained = latency_slack_tables(w, a, bound, time_limit=time_limit, max_rows=PROOF_ROWS,
                                        einsums=tuple(einsums), split=not whole)
-        found, levels = chained.results, chained.levels
+        found, keys = chained.results, chained.keys
     wall = time.perf_counter() - start
     for e in einsums:
         floor = einsum_latency_floor(e, w, a)
         held = f"latency floor {floor * 1e3:.6g} ms, budget {budgets[e] * 1e3:.6g} ms ({budgets[e] / floor:.3f}x)"
-        if levels.get(e):
-            held += "; inputs backed at " + "; ".join(f"{t}: {', '.join(lv) or 'none'}"
-                                                     for t, lv in levels[e].items())
+        if keys.get(e):
+            held += "; inputs held to their producers' c_T: " + "; ".join(
+                f"{t} {len(cts)} ({', '.join(sorted({ct[0] for ct in cts})) or 'none'})" for t, cts in keys[e].items())
         if e not in found:  # (split: no part started before the set's deadline, `split_searches`)
             print(f"{e:<12}{'-':>11}{'-':>13}{'-':>8}{'-':>9}{'-':>10}  INCOMPLETE (not started); {held}")
             continue
@@ -193,7 +193,7 @@ def main() -> None:
                              "the time limit per Einsum (default: split by root, the time limit per root)")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (energy: no keys; "
-                             "latency: no producers' levels)")
+                             "latency: no producers' c_T)")
     args = parser.parse_args()
     if args.slack_of is not None and not args.prefixes:
         parser.error("--slack-of needs --prefixes")

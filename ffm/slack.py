@@ -63,27 +63,30 @@ def latency_slack_budgets(workload: Workload, arch: Arch, bound: float) -> dict[
     return slack_budgets({e: einsum_latency_floor(e, workload, arch) for e in workload.einsum_names}, bound)
 
 
-def producer_levels(workload: Workload, tables: dict[str, pd.DataFrame], einsum: str) -> dict[str, tuple[str, ...]]:
-    """Per input of `einsum` whose producer's table is in `tables` (complete), the backing
-    levels its c_T has in that table's rows, sorted: the levels a mapping whose producer's
-    pmapping that table dominates can back the tensor at (a row dominates only rows of its
-    own compatibility group, whose key holds the c_T). Empty where the table has no row."""
+def producer_keys(workload: Workload, tables: dict[str, pd.DataFrame], einsum: str) -> dict[str, tuple]:
+    """Per input of `einsum` whose producer's table is in `tables` (complete), the c_T its
+    rows give the tensor (sorted): the only c_T a mapping whose producer's pmapping that
+    table dominates can give it (a row dominates only rows of its own compatibility group,
+    whose key holds the c_T). Empty where the table has no row."""
     out = {}
     for u in workload.einsum(einsum).inputs:
         producer = workload.producer(u.tensor)
         if producer in tables:
-            out[u.tensor] = tuple(sorted({dict(key[0])[u.tensor][0] for key in tables[producer]["compat"]}))
+            out[u.tensor] = tuple(sorted({dict(key[0])[u.tensor] for key in tables[producer]["compat"]}, key=repr))
     return out
 
 
 @dataclass(frozen=True)
 class LatencyTables:
     """`latency_slack_tables`' result: per Einsum (table, templates, Stats) `generate_all`-style;
-    per Einsum the levels each input's backing was held to (`producer_levels`); the waves
-    searched, in order."""
+    per Einsum the c_T each input was held to (`producer_keys`); the waves searched, in order."""
     results: dict[str, tuple[pd.DataFrame, list, Stats]]
-    levels: dict[str, dict[str, tuple[str, ...]]]
+    keys: dict[str, dict[str, tuple]]
     waves: tuple[tuple[str, ...], ...]
+
+    def levels(self, einsum: str) -> dict[str, tuple[str, ...]]:
+        """Per input held to its producer's c_T, their backing levels."""
+        return {t: tuple(sorted({ct[0] for ct in cts})) for t, cts in self.keys[einsum].items()}
 
 
 def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
@@ -91,18 +94,18 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
                          workers: int | None = None, progress: bool = False, max_rows: int | None = None,
                          einsums: tuple[str, ...] | None = None, split: bool = True) -> LatencyTables:
     """Every Einsum's pmappings within its latency budget (`latency_slack_budgets` for U =
-    `bound`, seconds), searched in topological waves, each input's backing held to the
-    levels its producer's complete table gives it (`producer_levels`).
+    `bound`, seconds), searched in topological waves, each input held to the c_T its
+    producer's complete table gives it (`producer_keys`, `Constraints.tensor_key_sets`).
 
     Sound by induction in that order, as `slack_tables`' keys: for every mapping M of
     latency at most U, each Einsum's pmapping in M is within its uniform budget, so the
     producer's table (complete within it) holds a row of its compatibility group, with the
-    c_T M gives the tensor, that dominates it; so M backs the tensor at a level of that
-    table, and the consumer's search restricted to those levels still reaches its own
-    pmapping in M. At gpt3 batch 1 within the latency optimum, no row of I's table backs I
-    in DRAM or in the Registers, so half of V's roots (root 1, its longest, among them)
-    are not searched (docs/pmapgen.md, "Producers' levels"). A producer cut short gives no
-    levels. Each wave's searches are split by root across the workers, the time limit per
+    c_T M gives the tensor, that dominates it; so M gives the tensor a c_T of that table,
+    and the consumer's search restricted to those c_T still reaches its own pmapping in M.
+    At gpt3 batch 1 within the latency optimum, no row of I's table backs I in DRAM or in
+    the Registers, so half of V's roots (root 1, its longest, among them) are not searched,
+    and QK_softmax's table backs QK only in the LocalBuffer (docs/pmapgen.md, "Producers'
+    keys"). A producer cut short restricts nothing. Each wave's searches are split by root across the workers, the time limit per
     root, or with `split` False each whole in one worker, the time limit per Einsum
     (`generate_all`)."""
     names = [e for e in workload.einsum_names if einsums is None or e in einsums]
@@ -119,9 +122,9 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         c = {}
         for e in wave:
             own = base.get(e) or Constraints()
-            held[e] = {t: tuple(lv for lv in levels if own.backing_allowed(t, lv))
-                       for t, levels in producer_levels(workload, tables, e).items()}
-            c[e] = replace(own, backing={**own.backing, **held[e]}, latency_budget=budgets[e])
+            held[e] = {t: tuple(ct for ct in cts if own.backing_allowed(t, ct[0]))
+                       for t, cts in producer_keys(workload, tables, e).items()}
+            c[e] = replace(own, tensor_key_sets={**own.tensor_key_sets, **held[e]}, latency_budget=budgets[e])
         found = generate_all(workload, arch, c, objectives=("latency",), workers=workers, progress=progress,
                              time_limit=time_limit, einsums=tuple(wave), max_rows=max_rows,
                              desc=f"latency: {', '.join(wave)}", split=split)

@@ -59,6 +59,7 @@ def _unnamed(c: Constraints | None, e) -> Constraints | None:
                    loop_order=tuple(map(r, c.loop_order)),
                    tiles=dict(sorted((r(x), tuple(sorted(v))) for x, v in c.tiles.items())), key=key,
                    tensor_keys=dict(sorted((t(x), v) for x, v in c.tensor_keys.items())),
+                   tensor_key_sets=dict(sorted((t(x), v) for x, v in c.tensor_key_sets.items())),
                    key_budgets=None if c.key_budgets is None else c.key_budgets.renamed(t))
 
 

@@ -23,6 +23,8 @@ class Constraints:
         value; `pmapgen.fixed_key`); None: any.
     tensor_keys: shared tensor -> the c_T every pmapping must give it (a part of `key`:
         (backing level, loops above it), as `looptree.validate.compatibility` gives it).
+    tensor_key_sets: shared tensor -> the c_T a pmapping may give it (a sorted tuple: any of
+        them; `ffm.slack.latency_slack_tables` gives a consumer its producers' c_T).
     key_budgets: a budgeted prefix search's energy budget per combination of c_T of chosen
         shared tensors (`pmapgen.key_budgets.KeyBudgets`): a partial pmapping is held to
         the largest budget of those it may still end at; None: the search's one budget.
@@ -41,6 +43,7 @@ class Constraints:
     max_spatial_per_level: int = 8
     key: tuple | None = None
     tensor_keys: dict[str, tuple] = field(default_factory=dict)
+    tensor_key_sets: dict[str, tuple] = field(default_factory=dict)
     key_budgets: "KeyBudgets | None" = None
     latency_budget: float | None = None
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from itertools import product
 
 import numpy as np
 import pandas as pd
@@ -154,11 +155,76 @@ def within_tiles(checks: tuple[tuple[str, np.ndarray], ...], cols: dict) -> np.n
     return ok
 
 
+@dataclass(frozen=True)
+class KeySets:
+    """`Constraints.tensor_key_sets` as the prefix search checks them: per tensor, each c_T
+    it may be given as the `FixedTensors` of that tensor alone."""
+    alternatives: dict  # tensor -> tuple of FixedTensors
+
+
+def key_sets(tensor_key_sets: dict, einsum: str, workload: Workload, arch: Arch, unit: str) -> KeySets:
+    """`tensor_key_sets` for `einsum` on compute `unit` (the c_T not on `unit`'s path
+    dropped: no pmapping on it gives them)."""
+    index = {m.name for m in arch.path(unit)}
+    return KeySets({t: tuple(fixed_tensors({t: ct}, einsum, workload, arch, unit) for ct in cts if ct[0] in index)
+                    for t, cts in tensor_key_sets.items()})
+
+
+def sets_ok(ks: KeySets, fused: tuple, depth_f: int | None, workload: Workload, einsum: str) -> bool:
+    """Whether a partial pmapping of fused structure `fused` may still give each tensor one
+    of its c_T (`tensors_ok` for some alternative of each)."""
+    return all(any(tensors_ok(ft, fused, depth_f, workload, einsum) for ft in alts)
+               for alts in ks.alternatives.values())
+
+
+def set_checks(ks: KeySets, fused: tuple, depth_f: int | None, workload: Workload,
+               einsum: str) -> tuple[tuple[tuple[str, ...], int, np.ndarray], ...]:
+    """What `within_sets` checks for rows of fused structure `fused`, computed once per
+    structure: per tensor whose placed fused loops index it above its backing, those loops'
+    tile columns, a radix, and the codes of the tile tuples some alternative that the
+    structure may still grow into allows (each loop's tile one its c_T has for that rank
+    and dim, as `tile_checks` asks of one c_T)."""
+    out = []
+    for t, alts in ks.alternatives.items():
+        ok = [ft for ft in alts if tensors_ok(ft, fused, depth_f, workload, einsum)]
+        if not ok:
+            continue
+        loops = [(f"ft:{i}", ev[1], ev[2]) for ev, i, indexed in _fixed_events(ok[0], fused, workload, einsum)
+                 if t in indexed]
+        if not loops:
+            continue
+        tuples = set()
+        for ft in ok:
+            tuples.update(product(*(sorted(ft.tiles.get((t, r, sp), ())) for _, r, sp in loops)))
+        radix = max((max(x) for x in tuples), default=0) + 1
+        codes = np.array(sorted(sum(v * radix ** k for k, v in enumerate(x)) for x in tuples), dtype=np.int64)
+        out.append((tuple(c for c, _, _ in loops), radix, codes))
+    return tuple(out)
+
+
+def within_sets(checks: tuple, cols: dict) -> np.ndarray:
+    """Per row of `cols`, whether every check of `set_checks` holds."""
+    ok = np.ones(len(cols["energy"]), dtype=bool)
+    for columns, radix, codes in checks:
+        code = np.zeros(len(ok), dtype=np.int64)
+        for k, c in enumerate(columns):
+            v = np.asarray(cols[c], dtype=np.int64)
+            ok &= v < radix
+            code += np.minimum(v, radix - 1) * radix ** k
+        ok &= np.isin(code, codes)
+    return ok
+
+
 def narrowed(constraints: Constraints | None) -> Constraints:
     """`constraints` with what their `key` and `tensor_keys` imply in their own terms added
     (each fixed tensor's backing level, the ranks that may be fused), so the enumeration
     starts narrow."""
     c = constraints or Constraints()
+    if c.tensor_key_sets:
+        c = replace(c, backing={**c.backing, **{t: tuple(sorted({level for level, _ in cts}
+                                                                 if t not in c.backing else
+                                                                 {level for level, _ in cts} & set(c.backing[t])))
+                                                for t, cts in c.tensor_key_sets.items()}})
     if c.tensor_keys:
         c = replace(c, backing={**c.backing, **{t: (level,) for t, (level, _) in c.tensor_keys.items()}})
     if c.key is None:
@@ -200,9 +266,10 @@ def tiles_ok(fk: FixedKey, fused: tuple, cols: dict) -> np.ndarray:
     return ok
 
 
-def has_key(table: pd.DataFrame, key: tuple | None, tensor_keys: dict | None = None) -> pd.DataFrame:
-    """The rows of a pmapgen table whose compatibility key is `key` (any if None) and
-    whose c_T are those of `tensor_keys`."""
+def has_key(table: pd.DataFrame, key: tuple | None, tensor_keys: dict | None = None,
+            tensor_key_sets: dict | None = None) -> pd.DataFrame:
+    """The rows of a pmapgen table whose compatibility key is `key` (any if None), whose
+    c_T are those of `tensor_keys` and among those of `tensor_key_sets`."""
     if table.empty:
         return table
     if key is not None:
@@ -210,4 +277,7 @@ def has_key(table: pd.DataFrame, key: tuple | None, tensor_keys: dict | None = N
     if tensor_keys:
         wanted = tuple(tensor_keys.items())
         table = table[[all(dict(c[0]).get(t) == ct for t, ct in wanted) for c in table["compat"]]]
+    if tensor_key_sets and not table.empty:
+        sets = {t: set(cts) for t, cts in tensor_key_sets.items()}
+        table = table[[all(dict(c[0]).get(t) in cts for t, cts in sets.items()) for c in table["compat"]]]
     return table

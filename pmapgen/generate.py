@@ -295,7 +295,7 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
            constraints: Constraints | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
     """(table, templates, Stats) from the kept rows of every template, pruned per group;
     only those with the compatibility key and c_T `constraints` fix, if any
-    (`Constraints.key`, `Constraints.tensor_keys`) and within its latency budget, if any
+    (`Constraints.key`, `Constraints.tensor_keys`, `Constraints.tensor_key_sets`) and within its latency budget, if any
     (`Constraints.latency_budget`; latency is a criterion then, so filtering before the
     prune keeps what filtering after would). `stopped_by` names the limit that cut the
     search short ("" if it was exhaustive)."""
@@ -312,7 +312,8 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
     columns = list(dict.fromkeys(c for r in kept for c in [*r.columns, "tiles", "fused_depth", "compat", "template"]))
     cut = prune_across_templates(kept, workload, arch, objectives)
     ids = [i for i, r in enumerate(cut) if len(r.tiles)]
-    table = has_key(to_frame([cut[i] for i in ids], workload, arch, ids), c.key, c.tensor_keys)
+    table = has_key(to_frame([cut[i] for i in ids], workload, arch, ids), c.key, c.tensor_keys,
+                    c.tensor_key_sets)
     table = table.reindex(columns=columns).reset_index(drop=True)
     table.insert(0, "einsum", einsum)
     return table, [r.template for r in kept], Stats(explored, evaluated, len(table), not stopped_by,

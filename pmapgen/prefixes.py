@@ -49,7 +49,8 @@ from pmapgen.bounds import (box_floors, child_floors, energy_floor, energy_floor
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.columns import full
 from pmapgen.constraints import Constraints, check_latency_budget
-from pmapgen.fixed_key import fixed_key, fixed_tensors, narrowed, structure_ok, tile_checks, tensors_ok, tiles_ok, within_tiles
+from pmapgen.fixed_key import (fixed_key, fixed_tensors, key_sets, narrowed, set_checks, sets_ok, structure_ok,
+                               tile_checks, tensors_ok, tiles_ok, within_sets, within_tiles)
 from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, TIME_LIMIT
 from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
@@ -289,7 +290,9 @@ class _Search:
         self.fixed = None if constraints.key is None else fixed_key(constraints.key, einsum, workload, arch, unit)
         self.fixed_tensors = fixed_tensors(constraints.tensor_keys, einsum, workload, arch, unit) \
             if constraints.tensor_keys else None
-        self.keyed = self.fixed is not None or self.fixed_tensors is not None
+        self.key_sets = key_sets(constraints.tensor_key_sets, einsum, workload, arch, unit) \
+            if constraints.tensor_key_sets else None
+        self.keyed = self.fixed is not None or self.fixed_tensors is not None or self.key_sets is not None
         # per-key budgets: each row's bound is its `kb` column (`pmapgen.key_budgets`)
         self.key_lookup = None if constraints.key_budgets is None or budget is None else \
             KeyLookup(constraints.key_budgets, einsum, workload, arch, unit)
@@ -333,6 +336,7 @@ class _Search:
         self._move_adds: dict = {}  # storage Move -> `_adds`
         self._fanouts: dict = {}  # spatial dim -> `_fanout`
         self._tile_checks: dict = {}  # structure id -> `pmapgen.fixed_key.tile_checks` (a keyed search's)
+        self._set_checks: dict = {}  # (structure id, F) -> `pmapgen.fixed_key.set_checks`
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
         self._opens: dict = {}  # Prefix -> `_open`
         self._steps: dict = {}  # (loop Move, `_open` of the prefix it leads to) -> `pmapgen.bounds.loop_step`
@@ -586,7 +590,8 @@ class _Search:
         if ok is None:
             ok = self._in_key[fused, depth_f] = (
                 (self.fixed is None or structure_ok(self.fixed, fused, depth_f, self.w, self.e.name))
-                and (self.fixed_tensors is None or tensors_ok(self.fixed_tensors, fused, depth_f, self.w, self.e.name)))
+                and (self.fixed_tensors is None or tensors_ok(self.fixed_tensors, fused, depth_f, self.w, self.e.name))
+                and (self.key_sets is None or sets_ok(self.key_sets, fused, depth_f, self.w, self.e.name)))
         return ok
 
     def _within_key(self, key: Key, cols: dict, tiles: np.ndarray) -> tuple[dict, np.ndarray, int]:
@@ -605,6 +610,12 @@ class _Search:
                 if checks is None:
                     checks = self._tile_checks[sid] = tile_checks(self.fixed_tensors, fused, self.w, self.e.name)
                 ok &= within_tiles(checks, cols)
+            if self.key_sets is not None:
+                checks = self._set_checks.get((sid, key.depth_f))
+                if checks is None:
+                    checks = self._set_checks[sid, key.depth_f] = set_checks(self.key_sets, fused, key.depth_f,
+                                                                              self.w, self.e.name)
+                ok &= within_sets(checks, cols)
             keep |= ok
         if keep.all():
             return cols, tiles, len(tiles)

@@ -3,7 +3,8 @@ prefix search and the per-template enumeration keep exactly the frontier of that
 in the enumeration without the key (itself checked against brute force in
 tests/test_pmapgen.py), with and without an energy budget. The same for a part of the
 key (`Constraints.tensor_keys`: one shared tensor's c_T): exactly the frontiers of the
-groups that give it that c_T."""
+groups that give it that c_T, and for sets of c_T per tensor (`Constraints.tensor_key_sets`),
+exactly the frontiers of the groups that give each tensor one of its set."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -162,3 +163,43 @@ def test_a_keyed_search_s_tile_checks_keep_exactly_the_tiles_allowed(checks, bro
         tables.append((f"ft:{i}", table))
         expected &= np.isin(v, sorted(allowed))
     assert np.array_equal(within_tiles(tuple(tables), cols), expected)
+
+
+def key_set_groups(w, a, pick: int, objectives):
+    """Per Einsum with a shared tensor: (einsum, {tensor: a subset of the c_T its rows give
+    it} for some of its shared tensors (drawn from `pick`), the exhaustive table's rows
+    whose c_T are all in those subsets)."""
+    import random
+    rng = random.Random(pick)
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=objectives)[0]
+        if full.empty or not full["compat"].iloc[0][0]:
+            continue
+        tensors = [t for t, _ in full["compat"].iloc[0][0]]
+        chosen = [t for t in tensors if rng.random() < 0.7] or tensors[:1]
+        sets = {}
+        for t in chosen:
+            cts = sorted({dict(c[0])[t] for c in full["compat"]}, key=repr)
+            sets[t] = tuple(ct for ct in cts if rng.random() < 0.5) or (cts[rng.randrange(len(cts))],)
+        yield e, sets, full[[all(dict(c[0])[t] in cts for t, cts in sets.items()) for c in full["compat"]]]
+
+
+def same_key_set_frontiers(w, a, pick: int, objectives) -> None:
+    for e, sets, rows in key_set_groups(w, a, pick, objectives):
+        held = Constraints(tensor_key_sets=sets)
+        for got in (generate_by_prefixes(e, w, a, held, objectives=objectives)[0],
+                    generate(e, w, a, held, objectives=objectives)[0]):
+            assert frontier(got, objectives) == frontier(rows, objectives), (e, sets)
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(small_problems(max_levels=2), st.integers(0, 10_000), st.sampled_from([("latency",), ("energy",)]))
+def test_sets_of_c_t_keep_exactly_the_frontiers_of_their_groups(problem, pick, objectives):
+    same_key_set_frontiers(*problem, pick, objectives)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(small_problems(max_levels=3), st.integers(0, 10_000), st.sampled_from([("latency",), ("energy",)]))
+def test_sets_of_c_t_keep_exactly_the_frontiers_of_their_groups_long(problem, pick, objectives):
+    same_key_set_frontiers(*problem, pick, objectives)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from ffm.refine import BACKING_GROUP_FROM
 from ffm.search import search
-from ffm.slack import latency_slack_budgets, latency_slack_tables, producer_levels, slack_budgets, slack_tables
+from ffm.slack import latency_slack_budgets, latency_slack_tables, producer_keys, slack_budgets, slack_tables
 from pmapgen import Constraints, generate, generate_all
 from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
 
@@ -138,8 +138,8 @@ def test_keyed_slack_tables_hold_every_pmapping_of_every_mapping_within_the_boun
 
 
 def check_latency_chain(workload, arch, pick: int) -> None:
-    """The latency set in topological waves (`latency_slack_tables`), each input backed only
-    at the levels its producer's table gives it: every pmapping of every mapping of latency
+    """The latency set in topological waves (`latency_slack_tables`), each input held to the
+    c_T its producer's table gives it: every pmapping of every mapping of latency
     within the bound (exhaustive tables, each row pinned in turn and joined) is dominated
     by a row of its Einsum's table in its compatibility group; every row is within its
     uniform budget; the tables join to the exhaustive latency optimum."""
@@ -161,9 +161,10 @@ def check_latency_chain(workload, arch, pick: int) -> None:
     narrowed = 0
     for e, (table, _, _) in chained.results.items():
         assert (table["latency"] <= budgets[e] * (1 + RTOL)).all(), e
-        for t, levels in chained.levels[e].items():
-            assert set(levels) == {dict(k[0])[t][0] for k in chained.results[workload.producer(t)][0]["compat"]}
-            narrowed += len(levels) < len(arch.memories)
+        for t, cts in chained.keys[e].items():
+            assert set(cts) == {dict(k[0])[t] for k in chained.results[workload.producer(t)][0]["compat"]}
+            assert {dict(k[0])[t] for k in table["compat"]} <= set(cts), (e, t)
+            narrowed += len(chained.levels(e)[t]) < len(arch.memories)
     _bump("a producer's table narrows an input's levels" if narrowed else "no input's levels narrowed")
     for e in order:
         for i in range(len(tables[e])):
@@ -197,8 +198,8 @@ def test_latency_tables_in_waves_hold_every_pmapping_of_every_mapping_within_the
 
 
 def test_no_pmapping_of_i_within_its_latency_floor_backs_i_at_a_level_its_table_leaves_out():
-    """gpt3 batch 1: the levels `producer_levels` gives V's input I from I's table within
-    its latency floor are on chip only, and a search of I with I backed at any other level
+    """gpt3 batch 1: the c_T `producer_keys` gives V's input I from I's table within its
+    latency floor are on chip only, and a search of I with I backed at any other level
     within that floor finds nothing (so V's roots with I in DRAM or the Registers hold no
     pmapping of a latency-optimal mapping)."""
     import arch as arch_specs
@@ -209,7 +210,7 @@ def test_no_pmapping_of_i_within_its_latency_floor_backs_i_at_a_level_its_table_
     w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
     budget = einsum_latency_floor("I", w, a) * (1 + RTOL)
     table = generate_by_prefixes("I", w, a, Constraints(latency_budget=budget), ("latency",))[0]
-    levels = producer_levels(w, {"I": table}, "V")["I"]
+    levels = {ct[0] for ct in producer_keys(w, {"I": table}, "V")["I"]}
     assert levels and "DRAM" not in levels
     for level in (m.name for m in a.memories if m.name not in levels):
         c = Constraints(backing={"I": (level,)}, latency_budget=budget)
