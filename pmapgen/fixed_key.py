@@ -157,45 +157,57 @@ def within_tiles(checks: tuple[tuple[str, np.ndarray], ...], cols: dict) -> np.n
 
 @dataclass(frozen=True)
 class KeySets:
-    """`Constraints.tensor_key_sets` as the prefix search checks them: per tensor, each c_T
-    it may be given as the `FixedTensors` of that tensor alone."""
-    alternatives: dict  # tensor -> tuple of FixedTensors
+    """`Constraints.tensor_key_sets` as the prefix search checks them: per tensor, its c_T
+    grouped by backing level and loops (what `tensors_ok` reads), each group as the
+    `FixedTensors` of that tensor alone and, per c_T in it, its tiles (`FixedTensors.tiles`).
+    A group is checked once per fused structure, however many c_T it holds (QK's 904 per
+    input at gpt3 batch 1)."""
+    alternatives: dict  # tensor -> ((FixedTensors, (tiles of each c_T, ...)), ...)
 
 
 def key_sets(tensor_key_sets: dict, einsum: str, workload: Workload, arch: Arch, unit: str) -> KeySets:
     """`tensor_key_sets` for `einsum` on compute `unit` (the c_T not on `unit`'s path
     dropped: no pmapping on it gives them)."""
     index = {m.name for m in arch.path(unit)}
-    return KeySets({t: tuple(fixed_tensors({t: ct}, einsum, workload, arch, unit) for ct in cts if ct[0] in index)
-                    for t, cts in tensor_key_sets.items()})
+    out = {}
+    for t, cts in tensor_key_sets.items():
+        groups: dict = {}
+        for ct in cts:
+            if ct[0] in index:
+                ft = fixed_tensors({t: ct}, einsum, workload, arch, unit)
+                sig = (ft.backing[t], tuple(sorted(ft.loops[t].items(), key=repr)))
+                groups.setdefault(sig, (ft, []))[1].append(ft.tiles)
+        out[t] = tuple((ft, tuple(tiles)) for ft, tiles in groups.values())
+    return KeySets(out)
 
 
 def sets_ok(ks: KeySets, fused: tuple, depth_f: int | None, workload: Workload, einsum: str) -> bool:
     """Whether a partial pmapping of fused structure `fused` may still give each tensor one
-    of its c_T (`tensors_ok` for some alternative of each)."""
-    return all(any(tensors_ok(ft, fused, depth_f, workload, einsum) for ft in alts)
-               for alts in ks.alternatives.values())
+    of its c_T (`tensors_ok` for some group of each)."""
+    return all(any(tensors_ok(ft, fused, depth_f, workload, einsum) for ft, _ in groups)
+               for groups in ks.alternatives.values())
 
 
 def set_checks(ks: KeySets, fused: tuple, depth_f: int | None, workload: Workload,
                einsum: str) -> tuple[tuple[tuple[str, ...], int, np.ndarray], ...]:
     """What `within_sets` checks for rows of fused structure `fused`, computed once per
     structure: per tensor whose placed fused loops index it above its backing, those loops'
-    tile columns, a radix, and the codes of the tile tuples some alternative that the
-    structure may still grow into allows (each loop's tile one its c_T has for that rank
-    and dim, as `tile_checks` asks of one c_T)."""
+    tile columns, a radix, and the codes of the tile tuples some c_T that the structure may
+    still grow into allows (each loop's tile one its c_T has for that rank and dim, as
+    `tile_checks` asks of one c_T)."""
     out = []
-    for t, alts in ks.alternatives.items():
-        ok = [ft for ft in alts if tensors_ok(ft, fused, depth_f, workload, einsum)]
+    for t, groups in ks.alternatives.items():
+        ok = [(ft, tiles) for ft, tiles in groups if tensors_ok(ft, fused, depth_f, workload, einsum)]
         if not ok:
             continue
-        loops = [(f"ft:{i}", ev[1], ev[2]) for ev, i, indexed in _fixed_events(ok[0], fused, workload, einsum)
+        loops = [(f"ft:{i}", ev[1], ev[2]) for ev, i, indexed in _fixed_events(ok[0][0], fused, workload, einsum)
                  if t in indexed]
         if not loops:
             continue
         tuples = set()
-        for ft in ok:
-            tuples.update(product(*(sorted(ft.tiles.get((t, r, sp), ())) for _, r, sp in loops)))
+        for _, per_ct in ok:
+            for tiles in per_ct:
+                tuples.update(product(*(sorted(tiles.get((t, r, sp), ())) for _, r, sp in loops)))
         radix = max((max(x) for x in tuples), default=0) + 1
         codes = np.array(sorted(sum(v * radix ** k for k, v in enumerate(x)) for x in tuples), dtype=np.int64)
         out.append((tuple(c for c, _, _ in loops), radix, codes))
