@@ -105,9 +105,9 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     At gpt3 batch 1 within the latency optimum, no row of I's table backs I in DRAM or in
     the Registers, so half of V's roots (root 1, its longest, among them) are not searched,
     and QK_softmax's table backs QK only in the LocalBuffer (docs/pmapgen.md, "Producers'
-    keys"). A producer cut short restricts nothing. Each wave's searches are split by root across the workers, the time limit per
-    root, or with `split` False each whole in one worker, the time limit per Einsum
-    (`generate_all`)."""
+    keys"). A producer cut short restricts nothing. Each wave's searches are split by
+    root across the workers, the time limit per root, or with `split` False each whole in
+    one worker, the time limit per Einsum (`generate_all`)."""
     names = [e for e in workload.einsum_names if einsums is None or e in einsums]
     budgets = latency_slack_budgets(workload, arch, bound)
     base = constraints or {}

@@ -295,9 +295,9 @@ def result(einsum: str, kept: list[Rows], workload: Workload, arch: Arch, object
            constraints: Constraints | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
     """(table, templates, Stats) from the kept rows of every template, pruned per group;
     only those with the compatibility key and c_T `constraints` fix, if any
-    (`Constraints.key`, `Constraints.tensor_keys`, `Constraints.tensor_key_sets`) and within its latency budget, if any
-    (`Constraints.latency_budget`; latency is a criterion then, so filtering before the
-    prune keeps what filtering after would). `stopped_by` names the limit that cut the
+    (`Constraints.key`, `Constraints.tensor_keys`, `Constraints.tensor_key_sets`) and
+    within its latency budget, if any (`Constraints.latency_budget`; latency is a
+    criterion then, so filtering before the prune keeps what filtering after would). `stopped_by` names the limit that cut the
     search short ("" if it was exhaustive)."""
     c = constraints or Constraints()
     if c.latency_budget is not None:
