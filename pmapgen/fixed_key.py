@@ -15,7 +15,10 @@ every row at the end (`has_key`), which also serves the per-template enumeration
 way (`FixedTensors`, `tensors_ok`, `tensor_tiles_ok`), on the loops above each such
 tensor's backing that index it, then exactly by `has_key`. Pruning is per compatibility
 group and every group holds one c_T per tensor, so the search keeps exactly the rows of
-the unconstrained search that give those c_T."""
+the unconstrained search that give those c_T. `Constraints.tensor_key_sets` allows a set
+of c_T per tensor (`KeySets`: a structure while some c_T of each set may still be
+reached, a row while its fused loops' tiles are those of such a c_T), then exactly by
+`has_key`; `ffm.slack.latency_slack_tables` holds a consumer to its producers' c_T so."""
 from __future__ import annotations
 
 from collections import Counter
@@ -228,9 +231,9 @@ def within_sets(checks: tuple, cols: dict) -> np.ndarray:
 
 
 def narrowed(constraints: Constraints | None) -> Constraints:
-    """`constraints` with what their `key` and `tensor_keys` imply in their own terms added
-    (each fixed tensor's backing level, the ranks that may be fused), so the enumeration
-    starts narrow."""
+    """`constraints` with what their `key`, `tensor_keys` and `tensor_key_sets` imply in
+    their own terms added (each fixed tensor's backing level, or its set's levels; the
+    ranks that may be fused), so the enumeration starts narrow."""
     c = constraints or Constraints()
     if c.tensor_key_sets:
         c = replace(c, backing={**c.backing, **{t: tuple(sorted({level for level, _ in cts}
