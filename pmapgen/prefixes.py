@@ -272,7 +272,7 @@ class _Search:
         # budget must not be pruned by one over it); for latency alone it is none
         self.energy = "energy" in objectives or budget is not None
         self.e = workload.einsum(einsum)
-        given = constraints  # the mirror is used only when the caller gave no constraints
+        given = constraints  # the mirror only where the caller's are their own image (`find_mirror`)
         constraints = narrowed(constraints)
         check_latency_budget(constraints, objectives)
         # drop rows whose every completion takes longer than this (`pmapgen.latency_floor`)
@@ -306,7 +306,8 @@ class _Search:
         self.levels = tracked_levels(arch, unit)
         self.n_res = len(self.e.rank_variables) + 1  # res:<level>:k for k = 0..(most fused loops)
         self.shared = [t for t in self.e.tensors if workload.is_shared(t)]
-        self.mirror = find_mirror(self.e, workload, self.sp, given, tuple(self.shared)) if not self.keyed else \
+        self.mirror = find_mirror(self.e, workload, self.sp, given, tuple(self.shared)) \
+            if self.fixed is None and self.fixed_tensors is None else \
             self_mirror(self.e, workload, self.sp, given, tuple(self.shared))
         self._drops: dict = {}  # (Key.fused, final) -> whether the mirror image of its structure is searched instead
         self.records: list[Record] = []

@@ -113,16 +113,28 @@ def _in_run_order(events: list) -> tuple:
 def find_mirror(einsum: Einsum, workload: Workload, sp, constraints: Constraints | None,
                 shared: tuple) -> Mirror | None:
     """A mirror symmetry of `einsum` that the search space `sp` (`templates.Space`) keeps,
-    or None. Only searches without constraints use one: a constraint may tell Q from K."""
-    if constraints is not None and constraints != Constraints():
+    or None. Only searches whose constraints the mirror maps onto themselves use one: none,
+    a latency budget (a pmapping and its image take as long), and sets of c_T each the
+    other's image (`keeps_key_sets`: QK held to Q's and K's producers' c_T, alike up to
+    the swap); any other constraint may tell Q from K."""
+    c = constraints or Constraints()
+    if replace(c, latency_budget=None, tensor_key_sets={}) != Constraints():
         return None
     inputs = [u for u in einsum.inputs if len(set(u.ranks)) == len(u.ranks)]
     for i, a in enumerate(inputs):
         for b in inputs[i + 1:]:
             mirror = _mirror(einsum, workload, sp, a, b, shared)
-            if mirror is not None:
+            if mirror is not None and keeps_key_sets(mirror, einsum, c.tensor_key_sets):
                 return mirror
     return None
+
+
+def keeps_key_sets(mirror: Mirror, einsum: Einsum, sets: dict) -> bool:
+    """Whether `Constraints.tensor_key_sets` are their own mirror image: each tensor's
+    c_T, mirrored, the set of its image (so a pmapping gives them exactly when its mirror
+    image does)."""
+    image = {mirror.tensor(t): sorted((mirror.c_t(einsum, t, ct) for ct in cts), key=repr) for t, cts in sets.items()}
+    return image == {t: sorted(cts, key=repr) for t, cts in sets.items()}
 
 
 def self_mirror(einsum: Einsum, workload: Workload, sp, constraints: Constraints, shared: tuple) -> Mirror | None:

@@ -83,12 +83,15 @@ def test_qk_of_gpt3_is_mirrored_and_its_neighbours_are_not():
     a, w = arch_specs.load("tpuv4i"), workloads.load("gpt3", batch=1, seq_len=2048)
 
     def mirror(e, constraints=Constraints()):
-        return _Search(e, w, a, a.computes_for(w.einsum(e))[0].name, constraints, ("energy",)).mirror
+        objectives = ("energy",) if constraints.latency_budget is None else ("latency",)
+        return _Search(e, w, a, a.computes_for(w.einsum(e))[0].name, constraints, objectives).mirror
 
     qk = mirror("QK")
     assert (qk.tensors, qk.ranks) == ({"Q": "K", "K": "Q"}, {"m": "p", "p": "m"})
     assert all(mirror(e) is None for e in w.einsum_names if e != "QK")
     assert mirror("QK", Constraints(backing={"Q": ("GlobalBuffer",)})) is None  # a constraint may tell Q from K
+    latency = Constraints(latency_budget=1.0)
+    assert mirror("QK", latency) is not None and all(mirror(e, latency) is None for e in w.einsum_names if e != "QK")
 
 
 def mirrored_key_search_is_the_mirror_image(w, a, quantile, pick):
@@ -201,3 +204,51 @@ def test_key_mirror_of_gpt3_is_qks_and_a_constraint_drops_it():
         == {"K": ("GlobalBuffer", ((2, 1, None), (1, 128, None)))}  # Q[b,m,h,e] and K[b,p,h,e]: m and p at 1
     assert key_mirror("QK", w, a, Constraints(backing={"Q": ("GlobalBuffer",)})) is None
     assert all(key_mirror(e, w, a, None) is None for e in w.einsum_names if e != "QK")
+
+
+def same_frontier_with_and_without_mirror_within_a_latency_budget(w, a, quantile, pick):
+    """Within a latency budget (a pmapping and its mirror image take as long), and with
+    c_T sets that are each other's mirror image (`Constraints.tensor_key_sets`, as
+    `ffm.slack.latency_slack_tables` holds QK to Q's and K's producers' c_T), the search
+    uses the mirror where A and B are alike (both shared or neither) and keeps the frontier
+    it keeps without; with sets that are not each other's image (though at the same
+    levels) it uses none, and keeps that frontier too."""
+    import random
+
+    full = without_mirror("Z", w, a, objectives=("latency",))[0]
+    if full.empty:
+        return
+    budget = float(np.quantile(full["latency"], quantile))
+    cases = [(Constraints(latency_budget=budget), w.is_shared("A") == w.is_shared("B"))]
+    if pick % 2 and w.is_shared("A") and w.is_shared("B"):
+        mirror = key_mirror("Z", w, a, Constraints(tensor_keys={}))
+        image = lambda cts: tuple(sorted({mirror.c_t(w.einsum("Z"), "A", ct) for ct in cts}, key=repr))
+        rng = random.Random(pick)
+        cts = sorted({dict(k[0])["A"] for k in full["compat"]}, key=repr)
+        mine = tuple(ct for ct in cts if rng.random() < 0.6) or tuple(cts[:1])
+        cases.append((Constraints(latency_budget=budget, tensor_key_sets={"A": mine, "B": image(mine)}), True))
+        # one c_T fewer for A than B's image has, at the same levels: no longer its own image
+        fewer = [ct for ct in mine if sum(x[0] == ct[0] for x in mine) > 1]
+        if fewer:
+            less = tuple(ct for ct in mine if ct != fewer[0])
+            cases.append((Constraints(latency_budget=budget, tensor_key_sets={"A": less, "B": image(mine)}), False))
+    unit = a.computes_for(w.einsum("Z"))[0].name
+    for c, mirrored in cases:
+        assert (_Search("Z", w, a, unit, c, ("latency",)).mirror is not None) == mirrored
+        plain = without_mirror("Z", w, a, c, objectives=("latency",))
+        got = generate_by_prefixes("Z", w, a, c, objectives=("latency",))
+        assert frontier(got[0], ("latency",)) == frontier(plain[0], ("latency",))
+        assert got[2].templates <= plain[2].templates
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(mirrored_problems(produced=True), st.sampled_from([0.3, 0.7]), st.integers(0, 10_000))
+def test_a_mirrored_search_within_a_latency_budget_keeps_the_same_frontier(problem, quantile, pick):
+    same_frontier_with_and_without_mirror_within_a_latency_budget(*problem, quantile, pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(mirrored_problems(max_levels=3), st.sampled_from([0.3, 0.7]), st.integers(0, 10_000))
+def test_a_mirrored_search_within_a_latency_budget_keeps_the_same_frontier_long(problem, quantile, pick):
+    same_frontier_with_and_without_mirror_within_a_latency_budget(*problem, quantile, pick)
