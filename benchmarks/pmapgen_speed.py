@@ -41,13 +41,14 @@ same set for latency: every Einsum within U minus the other Einsums' latency flo
 (`ffm.slack.latency_slack_budgets`, `Constraints.latency_budget`; docs/pmapgen.md,
 "Latency budgets"). At batch 1 the latency optimum is the bound, 6.768170170311773 ms
 (docs/mapper.md, "Step 35"), so every Einsum's budget is its floor: give U in full.
-The Einsums run in topological waves, each input held to the c_T its producer's table
-gives it (`ffm.slack.latency_slack_tables`; docs/pmapgen.md, "Producers' keys");
-`--uniform-slack` runs them all at once without (the sixty-ninth session's runs).
-Each search is split by root across the workers, the time limit per root, and no root
-starts once the time limit times the Einsums per worker has passed (an Einsum none of
-whose roots started prints as not started); `--whole` runs each Einsum's search in one
-worker, the time limit per Einsum (the sixty-fourth session's runs).
+Each input is held to the c_T its producer's table gives it, root by root: a root starts
+once its producers' roots at its levels have ended (`ffm.slack.latency_slack_tables`;
+docs/pmapgen.md, "Producers' keys" and "Roots as a graph"), the time limit per root.
+`--uniform-slack` runs every Einsum at once without (the sixty-ninth session's runs),
+split by root across the workers, and no root starts once the time limit times the
+Einsums per worker has passed (an Einsum none of whose roots started prints as not
+started); with `--whole` each Einsum's search runs in one worker, the time limit per
+Einsum (the sixty-fourth session's runs).
 
 Otherwise each Einsum runs in this process, one after another (peak memory is the process's peak
 so far). An Einsum stopped by the time limit is reported as INCOMPLETE: its table is not
@@ -141,11 +142,11 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
                       uniform: bool = False) -> None:
     """`--slack-of` with `--objectives latency`: every Einsum's table within its latency
     budget (`ffm.slack.latency_slack_budgets`: U minus the others' latency floors), with
-    the proof's cap on waiting rows, in topological waves with each input held to the c_T
-    its producer's table gives it (`ffm.slack.latency_slack_tables`), or with `uniform`
-    all at once without. Each search is split by root across
-    the workers with the time limit per root (`pmapgen.all_einsums.split_searches`), or
-    with `whole` each in one worker with the time limit per Einsum."""
+    the proof's cap on waiting rows, each input held to the c_T its producer's table
+    gives it, root by root as a graph (`ffm.slack.latency_slack_tables`), or with
+    `uniform` all at once without: each search split by root across the workers with the
+    time limit per root (`pmapgen.all_einsums.split_searches`), or with `whole` each in
+    one worker with the time limit per Einsum."""
     budgets = latency_slack_budgets(w, a, bound)
     start = time.perf_counter()
     if uniform:
@@ -153,10 +154,11 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
                              objectives=("latency",), progress=False, time_limit=time_limit, einsums=tuple(einsums),
                              max_rows=PROOF_ROWS, split=not whole)
         keys: dict = {}
+        skipped: dict = {}
     else:
         chained = latency_slack_tables(w, a, bound, time_limit=time_limit, max_rows=PROOF_ROWS,
-                                       einsums=tuple(einsums), split=not whole)
-        found, keys = chained.results, chained.keys
+                                       einsums=tuple(einsums), progress=True)
+        found, keys, skipped = chained.results, chained.keys, chained.skipped
     wall = time.perf_counter() - start
     for e in einsums:
         floor = einsum_latency_floor(e, w, a)
@@ -164,6 +166,8 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
         if keys.get(e):
             held += "; inputs held to their producers' c_T: " + "; ".join(
                 f"{t} {len(cts)} ({', '.join(sorted({ct[0] for ct in cts})) or 'none'})" for t, cts in keys[e].items())
+        if skipped.get(e):
+            held += f"; {len(skipped[e])} roots given no c_T, not searched"
         if e not in found:  # (split: no part started before the set's deadline, `split_searches`)
             print(f"{e:<12}{'-':>11}{'-':>13}{'-':>8}{'-':>9}{'-':>10}  INCOMPLETE (not started); {held}")
             continue
@@ -189,16 +193,16 @@ def main() -> None:
                              "the energy of ffm.map's result), or, with --objectives latency, of latency at most "
                              "U (ms); see above")
     parser.add_argument("--whole", action="store_true",
-                        help="with --slack-of and --objectives latency: each Einsum's search whole in one worker, "
-                             "the time limit per Einsum (default: split by root, the time limit per root)")
+                        help="with --uniform-slack and --objectives latency: each Einsum's search whole in one "
+                             "worker, the time limit per Einsum (default: split by root, the time limit per root)")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (energy: no keys; "
                              "latency: no producers' c_T)")
     args = parser.parse_args()
     if args.slack_of is not None and not args.prefixes:
         parser.error("--slack-of needs --prefixes")
-    if args.whole and (args.slack_of is None or args.objectives != "latency"):
-        parser.error("--whole is for --slack-of with --objectives latency")
+    if args.whole and (not args.uniform_slack or args.objectives != "latency"):
+        parser.error("--whole is for --uniform-slack with --objectives latency")
     if args.uniform_slack and args.slack_of is None:
         parser.error("--uniform-slack needs --slack-of")
     if args.slack_of is not None and args.objectives not in ("energy", "latency"):

@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
+from typing import Hashable
 
 import pandas as pd
 
@@ -38,7 +39,9 @@ from arch.model import Arch
 from ffm.latency_bound import einsum_latency_floor
 from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
 from pmapgen import Constraints, Stats
-from pmapgen.all_einsums import generate_all, union
+from pmapgen.all_einsums import merge_parts, generate_all, rename, run_searches, signature, union
+from pmapgen.prefixes import part_backings
+from pmapgen.symmetry import key_mirror
 from workloads.model import Workload
 
 RTOL = 1e-9  # energies equal up to summation order: a pmapping at exactly its budget is kept
@@ -79,10 +82,12 @@ def producer_keys(workload: Workload, tables: dict[str, pd.DataFrame], einsum: s
 @dataclass(frozen=True)
 class LatencyTables:
     """`latency_slack_tables`' result: per Einsum (table, templates, Stats) `generate_all`-style;
-    per Einsum the c_T each input was held to (`producer_keys`); the waves searched, in order."""
+    per Einsum the c_T each input was held to (`producer_keys`' at the levels of its roots),
+    and the roots (`pmapgen.prefixes.part_backings` indices) its producers gave no c_T, so
+    not searched."""
     results: dict[str, tuple[pd.DataFrame, list, Stats]]
     keys: dict[str, dict[str, tuple]]
-    waves: tuple[tuple[str, ...], ...]
+    skipped: dict[str, tuple[int, ...]]
 
     def levels(self, einsum: str) -> dict[str, tuple[str, ...]]:
         """Per input held to its producer's c_T, their backing levels."""
@@ -92,49 +97,117 @@ class LatencyTables:
 def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
                          constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                          workers: int | None = None, progress: bool = False, max_rows: int | None = None,
-                         einsums: tuple[str, ...] | None = None, split: bool = True) -> LatencyTables:
+                         einsums: tuple[str, ...] | None = None) -> LatencyTables:
     """Every Einsum's pmappings within its latency budget (`latency_slack_budgets` for U =
-    `bound`, seconds), searched in topological waves, each input held to the c_T its
-    producer's complete table gives it (`producer_keys`, `Constraints.tensor_key_sets`).
+    `bound`, seconds), each input held to the c_T its producer's complete table gives it
+    (`producer_keys`, `Constraints.tensor_key_sets`), searched root by root as a graph.
 
-    Sound by induction in that order, as `slack_tables`' keys: for every mapping M of
-    latency at most U, each Einsum's pmapping in M is within its uniform budget, so the
+    Sound by induction in topological order, as `slack_tables`' keys: for every mapping M
+    of latency at most U, each Einsum's pmapping in M is within its uniform budget, so the
     producer's table (complete within it) holds a row of its compatibility group, with the
     c_T M gives the tensor, that dominates it; so M gives the tensor a c_T of that table,
     and the consumer's search restricted to those c_T still reaches its own pmapping in M.
     At gpt3 batch 1 within the latency optimum, no row of I's table backs I in DRAM or in
     the Registers, so half of V's roots (root 1, its longest, among them) are not searched,
     and QK_softmax's table backs QK only in the LocalBuffer (docs/pmapgen.md, "Producers'
-    keys"). A producer cut short restricts nothing. Each wave's searches are split by
-    root across the workers, the time limit per root, or with `split` False each whole in
-    one worker, the time limit per Einsum (`generate_all`)."""
+    keys"). A producer cut short restricts nothing.
+
+    A root (a part of the prefix search, `pmapgen.prefixes.part_backings`) backs each
+    input at one level, so it needs only the c_T its producer's roots backing the tensor
+    at that level give: it starts as soon as those have ended, not when the whole producer
+    has, and the long roots of one Einsum overlap the next Einsum's (docs/pmapgen.md,
+    "Roots as a graph"). An input and its mirror image (QK's Q and K, `pmapgen.symmetry`)
+    are held at both their levels, so the root's search keeps its mirror. Roots alike up to
+    names (V's, K's and Q's) are searched once; each gets `time_limit`."""
     names = [e for e in workload.einsum_names if einsums is None or e in einsums]
     budgets = latency_slack_budgets(workload, arch, bound)
-    base = constraints or {}
-    results: dict = {}
-    tables: dict = {}  # the complete tables so far
-    held: dict = {}
-    waves = []
-    left = list(names)
-    while left:
-        wave = [e for e in left if all(workload.producer(u.tensor) not in left for u in workload.einsum(e).inputs)]
-        waves.append(tuple(wave))
-        c = {}
-        for e in wave:
-            own = base.get(e) or Constraints()
-            held[e] = {t: tuple(ct for ct in cts if own.backing_allowed(t, ct[0]))
-                       for t, cts in producer_keys(workload, tables, e).items()}
-            c[e] = replace(own, tensor_key_sets={**own.tensor_key_sets, **held[e]}, latency_budget=budgets[e])
-        found = generate_all(workload, arch, c, objectives=("latency",), workers=workers, progress=progress,
-                             time_limit=time_limit, einsums=tuple(wave), max_rows=max_rows,
-                             desc=f"latency: {', '.join(wave)}", split=split)
-        for e in wave:
-            left.remove(e)
-            if e in found:
-                results[e] = found[e]
-                if found[e][2].complete:
-                    tables[e] = found[e][0]
-    return LatencyTables(results, held, tuple(waves))
+    own = {e: replace((constraints or {}).get(e) or Constraints(), latency_budget=budgets[e]) for e in names}
+    roots = {e: part_backings(e, workload, arch, own[e]) for e in names}
+    held_by = {e: {u.tensor: workload.producer(u.tensor) for u in workload.einsum(e).inputs
+                   if workload.producer(u.tensor) in names} for e in names}
+    depth: dict[str, int] = {}
+    for e in names:  # (topological)
+        depth[e] = 1 + max((depth[p] for p in held_by[e].values()), default=-1)
+    image = {e: _image_of(e, workload, arch, own[e]) for e in names}
+    ended: dict[tuple[str, int], tuple | None] = {}  # (Einsum, root) -> its result; None: not searched
+    held: dict[str, dict[str, set]] = {e: {} for e in names}
+    waiting = {(e, i) for e in names for i in range(len(roots[e]))}
+    answers: dict[Hashable, list] = {}  # job key -> the roots it answers, the first the one it searches
+    answered: dict[Hashable, tuple] = {}  # job key -> its result, once it has ended
+
+    def levels(e: str, i: int) -> dict[str, set]:
+        at = roots[e][i][1]
+        return {t: {at[t], at[image[e].get(t, t)]} for t in held_by[e]}
+
+    def feeding(e: str, i: int) -> dict[str, list]:  # per held input, the producer's roots backing it there
+        return {t: [(held_by[e][t], j) for j, (_, at) in enumerate(roots[held_by[e][t]]) if at[t] in lv]
+                for t, lv in levels(e, i).items()}
+
+    def answer(key: Hashable, e: str, i: int) -> None:
+        res, rep = answered[key], answers[key][0][0]
+        ended[e, i] = res if e == rep else (*rename(res[0], res[1], rep, e, workload), res[2])
+
+    def start(e: str, i: int) -> tuple | None:
+        """The root's job if it is a new one; else it is not searched (`ended` None: no c_T of
+        its producers at its levels) or waits for a job alike up to names."""
+        sets = {}
+        for t, parts in feeding(e, i).items():
+            got = [ended[p] for p in parts if ended[p] is not None]
+            if any(not r[2].complete for r in got):
+                continue  # a producer cut short restricts nothing
+            sets[t] = tuple(sorted({c for r in got for c in producer_keys(workload, {held_by[e][t]: r[0]}, e)[t]
+                                    if own[e].backing_allowed(t, c[0])}, key=repr))
+            held[e].setdefault(t, set()).update(sets[t])
+        if any(not any(c[0] == roots[e][i][1][t] for c in cts) for t, cts in sets.items()):
+            ended[e, i] = None
+            return None
+        c = replace(own[e], tensor_key_sets={**own[e].tensor_key_sets, **sets})
+        part = part_backings(e, workload, arch, c).index(roots[e][i])
+        key = (signature(e, workload, c), part)
+        answers.setdefault(key, []).append((e, i))
+        if key in answered:
+            answer(key, e, i)
+        return (key, (e, workload, arch, c, ("latency",), time_limit, None, False, max_rows, part)) \
+            if len(answers[key]) == 1 else None
+
+    def ready() -> list:
+        """The jobs of the roots whose producers' roots at their levels have all ended,
+        deepest Einsum first (they lead towards the graph's last roots)."""
+        out, before = [], None
+        while before != len(ended):
+            before = len(ended)
+            for e, i in sorted(waiting, key=lambda r: (-depth[r[0]], names.index(r[0]), r[1])):
+                if all(p in ended for parts in feeding(e, i).values() for p in parts):
+                    waiting.discard((e, i))
+                    if (job := start(e, i)) is not None:
+                        out.append(job)
+        return out
+
+    def more(key: Hashable, res: tuple) -> list:
+        answered[key] = res
+        for e, i in answers[key]:
+            answer(key, e, i)
+        return ready()
+
+    run_searches(ready(), workers, progress, "latency: roots", unit="root", more=more)
+    results = {}
+    for e in names:
+        got = [ended[e, i] for i in range(len(roots[e])) if ended.get((e, i)) is not None]
+        c = replace(own[e], tensor_key_sets={**own[e].tensor_key_sets,
+                                             **{t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()}})
+        results[e] = merge_parts((e, workload, arch, c, ("latency",), time_limit, None), got)
+    return LatencyTables(results, {e: {t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()} for e in names},
+                         {e: tuple(i for i in range(len(roots[e])) if (e, i) in ended and ended[e, i] is None)
+                          for e in names})
+
+
+def _image_of(einsum: str, workload: Workload, arch: Arch, c: Constraints) -> dict[str, str]:
+    """Each input of `einsum` swapped by the mirror symmetry its search within `c` may use
+    (`pmapgen.symmetry.find_mirror`: only a latency budget and c_T sets), else none."""
+    if replace(c, latency_budget=None, tensor_key_sets={}) != Constraints():
+        return {}
+    mirror = key_mirror(einsum, workload, arch, None)
+    return {} if mirror is None else dict(mirror.tensors)
 
 
 @dataclass(frozen=True)

@@ -83,7 +83,7 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
 
 def _search(args) -> tuple:
     """A job's (table, templates, Stats), of the whole search or of one part of a split one
-    (`split_searches`: its table is built here, in the worker, and `_merge` concatenates
+    (`split_searches`: its table is built here, in the worker, and `merge_parts` concatenates
     the parts')."""
     einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows, *part = args
     if part:
@@ -177,19 +177,33 @@ class Workers:
 
 def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool = True, desc: str = "pmapgen",
                  stop_when_incomplete: bool = False, unit: str = "einsum", deadline: float | None = None,
-                 kept: Workers | None = None) -> dict:
+                 kept: Workers | None = None, more: Callable[[Hashable, tuple], list[tuple]] | None = None) -> dict:
     """{key: (table, templates, stats)} for `jobs`, each (key, (einsum, workload, arch,
     constraints, objectives, time_limit, budget, rising, max_rows)), run `workers` at a time
     in worker processes (default one per core; 1: in this process). `stop_when_incomplete`
     starts no job after one is cut short, and none starts after `deadline` (a
     `time.perf_counter()` value, which also shortens the time limits of those it starts);
     the jobs left out are missing from the result. `kept` runs them in its workers
-    (`Workers`, `workers` ignored; one: in this process) instead of fresh ones."""
+    (`Workers`, `workers` ignored; one: in this process) instead of fresh ones.
+
+    `more(key, result)`, called as each job ends, gives the jobs its result made ready (a
+    graph of searches: `ffm.latency_slack`); they start before the jobs queued, the last
+    made ready first, and only `workers` jobs are handed out at once, so a job made ready
+    waits for no job queued behind a worker."""
     in_process = (workers if kept is None else kept.workers) == 1
     workers = kept.workers if kept is not None else workers or max(1, min(len(jobs), os.cpu_count() or 1))
     results = {}
     bar = tqdm(total=len(jobs), desc=desc, unit=unit, disable=not progress)
     queue = deque(jobs)
+
+    def ended(key, res) -> None:
+        results[key] = res
+        if more is not None:
+            with nullcontext() if TURN.held() else TURN.take():  # (it may touch the caches other threads share)
+                new = more(key, res)
+            queue.extendleft(reversed(new))
+            bar.total += len(new)
+        bar.update()
 
     def next_job():  # None: nothing more to start
         if deadline is None:
@@ -204,15 +218,14 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
     if in_process:
         while (job := next_job()) is not None:
             key, res = _job(job)
-            results[key] = res
-            bar.update()
+            ended(key, res)
             if stop_when_incomplete and not res[2].complete:
                 break
     else:
         # `workers` jobs in flight when a stop may come (it leaves nothing queued), else
         # twice that: a worker done with a job of a few ms has the next one at hand instead
         # of waiting for this process to hand it one (a refinement runs thousands)
-        flight = workers if stop_when_incomplete else 2 * workers
+        flight = workers if stop_when_incomplete or more is not None else 2 * workers
         with (Workers(workers) if kept is None else nullcontext(kept)) as own:
             pool = own.pool()
             with TURN.away():  # the loop touches nothing shared: another thread may have the turn (`pmapgen.turn`)
@@ -221,8 +234,7 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
                     done, running = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
                         key, res = future.result()
-                        results[key] = res
-                        bar.update()
+                        ended(key, res)
                         if stop_when_incomplete and not res[2].complete:
                             queue.clear()
                     while len(running) < flight and (job := next_job()) is not None:
@@ -345,11 +357,11 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
         got = [ran.get((e, i)) for i in range(count[e])]
         cut = any(r is not None and not r[2].complete for r in got)
         if cut or all(r is not None for r in got):
-            out[e] = _merge(args, got)
+            out[e] = merge_parts(args, got)
     return out
 
 
-def _merge(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]:
+def merge_parts(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]:
     """One Einsum's (table, templates, Stats) from its parts' (`_search`), None for a part
     not started: their tables one after the other, each `template` column shifted past the
     templates of the parts before it, and the columns in order of first appearance, as one

@@ -1752,6 +1752,19 @@ def _root_count(e, workload: Workload, arch: Arch, unit: str, constraints: Const
     return sum(1 for _ in roots(space(e, workload, unit, arch, narrowed(constraints)), workload))
 
 
+def part_backings(einsum: str, workload: Workload, arch: Arch,
+                  constraints: Constraints | None = None) -> list[tuple[str, dict[str, str]]]:
+    """Per part of `search_part` (in part order), its compute unit and the backing level of
+    each of the Einsum's tensors at its root: what tells a part's rows from another's."""
+    e, out = workload.einsum(einsum), []
+    for unit in arch.computes_for(e):
+        sp = space(e, workload, unit.name, arch, narrowed(constraints))
+        for prefix, _ in roots(sp, workload):
+            levels = {t: sp.path[0] for t, _ in prefix.inner} | {t: sp.path[b] for t, b in prefix.backing}
+            out.append((unit.name, {t: levels[t] for t in e.tensors}))
+    return out
+
+
 def generate_by_rising_budgets(einsum: str, workload: Workload, arch: Arch, ceiling: float,
                                constraints: Constraints | None = None, objectives=("energy", "latency"),
                                time_limit: float | None = None, max_rows: int | None = None):

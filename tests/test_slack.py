@@ -5,6 +5,7 @@ pmapping of every Einsum) and their joins."""
 from __future__ import annotations
 
 import random
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -14,8 +15,11 @@ from hypothesis import strategies as st
 from ffm.refine import BACKING_GROUP_FROM
 from ffm.search import search
 from ffm.slack import latency_slack_budgets, latency_slack_tables, producer_keys, slack_budgets, slack_tables
-from pmapgen import Constraints, generate, generate_all
+from pmapgen import Constraints, generate, generate_all, prefixes
+from pmapgen.prefixes import part_backings
+from tests.test_pmapgen import frontier
 from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
+from tests.test_symmetry import mirrored_problems
 
 
 def exhaustive(workload, arch):
@@ -157,7 +161,14 @@ def check_latency_chain(workload, arch, pick: int) -> None:
     chained = latency_slack_tables(workload, arch, bound, workers=1)
     budgets = latency_slack_budgets(workload, arch, bound)
     assert set(chained.results) == set(order) and all(r[2].complete for r in chained.results.values())
-    assert sum(map(len, chained.waves)) == len(order)
+    whole = einsum_at_a_time(workload, arch, budgets)
+    for e in order:  # root by root, each held to its levels' c_T: what each Einsum held to all of them keeps
+        assert frontier(chained.results[e][0], ("latency",)) == frontier(whole[e], ("latency",)), e
+        for i, (_, at) in enumerate(part_backings(e, workload, arch, Constraints(latency_budget=budgets[e]))):
+            given = {t: {dict(k[0])[t][0] for k in whole[workload.producer(t)]["compat"]} for t in at
+                     if workload.producer(t) is not None and t in {u.tensor for u in workload.einsum(e).inputs}}
+            assert (i in chained.skipped[e]) == any(at[t] not in lv for t, lv in given.items()), (e, i)
+    _bump("a root no producer gives c_T, not searched" if any(chained.skipped.values()) else "every root searched")
     narrowed = 0
     for e, (table, _, _) in chained.results.items():
         assert (table["latency"] <= budgets[e] * (1 + RTOL)).all(), e
@@ -182,6 +193,19 @@ def check_latency_chain(workload, arch, pick: int) -> None:
                 {e: r[1] for e, r in chained.results.items()}, workload, arch)
     assert np.isclose(ev.latency_s, optimum, rtol=RTOL)
     _bump("checked")
+
+
+def einsum_at_a_time(workload, arch, budgets: dict) -> dict:
+    """The latency set the plain way: each Einsum in topological order, whole, its inputs
+    held to every c_T of its producers' complete tables (the reference for the roots'
+    graph)."""
+    tables: dict = {}
+    for e in workload.einsum_names:
+        sets = producer_keys(workload, tables, e)
+        c = Constraints(latency_budget=budgets[e], tensor_key_sets=sets)
+        tables[e] = generate_all(workload, arch, {e: c}, objectives=("latency",), workers=1, progress=False,
+                                 einsums=(e,), split=False)[e][0]
+    return tables
 
 
 @settings(max_examples=15, **SETTINGS)
@@ -216,3 +240,27 @@ def test_no_pmapping_of_i_within_its_latency_floor_backs_i_at_a_level_its_table_
         c = Constraints(backing={"I": (level,)}, latency_budget=budget)
         got, _, stats = generate_by_prefixes("I", w, a, c, ("latency",))
         assert stats.complete and got.empty, level
+
+
+def check_graph_keeps_the_mirror(workload, arch, pick: int) -> None:
+    """QK-like problems (`tests.test_symmetry.mirrored_problems`, A and B each produced):
+    the roots' graph holds Z's A and B at both their roots' levels, so each root's search
+    keeps the mirror: the latency chain's checks hold, and Z visits fewer prefixes than
+    with the mirror turned off."""
+    check_latency_chain(workload, arch, pick)
+    tables = {e: generate(e, workload, arch, objectives=("latency",))[0] for e in workload.einsum_names}
+    if any(t.empty for t in tables.values()) or (truth := search(tables, workload, arch, "latency")).best.empty:
+        return
+    bound = float(truth.best["latency"].iloc[0])
+    got = latency_slack_tables(workload, arch, bound, workers=1).results["Z"]
+    with mock.patch.object(prefixes, "find_mirror", lambda *a, **k: None):
+        plain = latency_slack_tables(workload, arch, bound, workers=1).results["Z"]
+    assert frontier(got[0], ("latency",)) == frontier(plain[0], ("latency",))
+    assert got[2].templates < plain[2].templates, (got[2].templates, plain[2].templates)
+    _bump("the graph's Z mirrored")
+
+
+@settings(max_examples=4, **SETTINGS)
+@given(mirrored_problems(produced=True), st.integers(0, 10**6))
+def test_the_roots_graph_keeps_the_mirror(problem, pick):
+    check_graph_keeps_the_mirror(*problem, pick=pick)

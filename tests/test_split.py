@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import pmapgen.all_einsums as all_einsums
 import pmapgen.prefixes as prefixes
-from pmapgen.all_einsums import _merge, generate_all
+from pmapgen.all_einsums import merge_parts, generate_all
 from pmapgen.generate import TIME_LIMIT, generate
 from pmapgen.prefixes import generate_by_prefixes, part_count
 from tests.test_pmapgen import OBJECTIVES, TickingClock, frontier, kv_projections, small_problems
@@ -44,7 +44,7 @@ def parts_equal_whole(w, a, quantile, objectives):
         whole = generate_by_prefixes(e, w, a, objectives=objectives, budget=budget)
         # each part as a worker runs it (`_search` with a part index)
         got = [all_einsums._search((*args(e, w, a, objectives, budget), i)) for i in range(part_count(e, w, a))]
-        table, templates, stats = _merge(args(e, w, a, objectives, budget), got)
+        table, templates, stats = merge_parts(args(e, w, a, objectives, budget), got)
         assert stats.complete and frontier(table, objectives) == frontier(whole[0], objectives), e
         assert pmappings(table, templates) == pmappings(*whole[:2]), e  # the same rows, not only the same frontier
         assert stats.templates == whole[2].templates, e
@@ -99,7 +99,7 @@ def test_parts_cut_short_or_not_started_bound_the_minimum(problem, quantile, ste
             finally:
                 prefixes.time = real
             got.append(part)
-        table, _, stats = _merge(args(e, w, a, ("energy",), budget), got)
+        table, _, stats = merge_parts(args(e, w, a, ("energy",), budget), got)
         if all(g is not None and g[2].complete for g in got):
             continue
         assert not stats.complete and table.empty and stats.stopped_by, e
