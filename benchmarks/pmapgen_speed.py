@@ -167,7 +167,8 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
             held += "; inputs held to their producers' c_T: " + "; ".join(
                 f"{t} {len(cts)} ({', '.join(sorted({ct[0] for ct in cts})) or 'none'})" for t, cts in keys[e].items())
         if skipped.get(e):
-            held += f"; {len(skipped[e])} roots given no c_T, not searched"
+            n = len(skipped[e])
+            held += f"; {n} root{'s' if n > 1 else ''} given no c_T, not searched"
         if e not in found:  # (split: no part started before the set's deadline, `split_searches`)
             print(f"{e:<12}{'-':>11}{'-':>13}{'-':>8}{'-':>9}{'-':>10}  INCOMPLETE (not started); {held}")
             continue

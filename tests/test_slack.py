@@ -264,3 +264,21 @@ def check_graph_keeps_the_mirror(workload, arch, pick: int) -> None:
 @given(mirrored_problems(produced=True), st.integers(0, 10**6))
 def test_the_roots_graph_keeps_the_mirror(problem, pick):
     check_graph_keeps_the_mirror(*problem, pick=pick)
+
+
+@settings(max_examples=2, **SETTINGS)
+@given(problems(max_levels=2))
+def test_the_roots_graph_in_worker_processes_keeps_what_it_keeps_in_one(problem):
+    """The roots' graph run by two worker processes (`run_searches`' `more`, jobs handed out
+    as others end) keeps every Einsum's frontier and skips the roots it skips in this
+    process."""
+    workload, arch = problem
+    tables = {e: generate(e, workload, arch, objectives=("latency",))[0] for e in workload.einsum_names}
+    if any(t.empty for t in tables.values()) or (truth := search(tables, workload, arch, "latency")).best.empty:
+        return
+    bound = float(truth.best["latency"].iloc[0])
+    one, two = (latency_slack_tables(workload, arch, bound, workers=n) for n in (1, 2))
+    assert one.skipped == two.skipped and one.keys == two.keys
+    for e in workload.einsum_names:
+        assert frontier(one.results[e][0], ("latency",)) == frontier(two.results[e][0], ("latency",)), e
+    _bump("checked in two workers")
