@@ -39,7 +39,7 @@ from arch.model import Arch
 from ffm.latency_bound import einsum_latency_floor
 from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
 from pmapgen import Constraints, Stats
-from pmapgen.all_einsums import merge_parts, generate_all, rename, run_searches, signature, union
+from pmapgen.all_einsums import generate_all, merge_parts, rename, run_searches, signature, union
 from pmapgen.prefixes import part_backings
 from pmapgen.symmetry import key_mirror
 from workloads.model import Workload

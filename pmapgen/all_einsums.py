@@ -187,7 +187,7 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
     (`Workers`, `workers` ignored; one: in this process) instead of fresh ones.
 
     `more(key, result)`, called as each job ends, gives the jobs its result made ready (a
-    graph of searches: `ffm.latency_slack`); they start before the jobs queued, the last
+    graph of searches: `ffm.slack.latency_slack_tables`); they start before the jobs queued, the last
     made ready first, and only `workers` jobs are handed out at once, so a job made ready
     waits for no job queued behind a worker."""
     in_process = (workers if kept is None else kept.workers) == 1
