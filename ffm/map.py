@@ -13,6 +13,7 @@ import types
 from pathlib import Path
 
 from ffm.capacity import NoValidMapping, NothingFoundInTime
+from ffm.latency_proof import LATENCY_SET_TIME
 from ffm.mapper import map as map_workload
 from ffm.report import result_text
 from looptree.mapping_io import save_json
@@ -63,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
                         f"the energy proof, which runs first and makes the least-energy result (energy: the "
                         f"result; pareto: the frontier's lowest-energy point) provably optimal where it completes "
                         f"(default {DEFAULT_PROOF_TIME:g}; 0: no proof)")
+    p.add_argument("--latency-set", type=_seconds, default=LATENCY_SET_TIME, metavar="SECONDS",
+                   help=f"latency with a time limit: wall seconds for the latency set at the latency bound, run "
+                        f"first; when it completes and meets the bound the result is proven optimal and nothing "
+                        f"else runs (default {LATENCY_SET_TIME:g}; 0: not run)")
     p.add_argument("--no-descent", action="store_true",
                    help="every objective, when pmapgen was cut short and the proof did not complete: skip the "
                         "coordinate descent that searches each Einsum again within its compatibility group, and "
@@ -89,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         result = map_workload(args.workload, args.arch, objective=args.objective, mapspace=args.mapspace,
                               variables=variables, progress=not args.no_progress,
                               time_limit=args.time_limit or None, prove=args.proof_time > 0,
-                              proof_time_limit=args.proof_time, descent=not args.no_descent)
+                              proof_time_limit=args.proof_time, descent=not args.no_descent,
+                              latency_set_time=args.latency_set)
         if args.out:  # before printing: a closed pipe (| head) must not lose the export
             save_json(result.export(), args.out, force=args.force)
         print(result_text(result) + (f"\n\nWrote {args.out}" if args.out else ""))

@@ -20,6 +20,7 @@ from ffm.capacity import NoValidMapping, NothingFoundInTime, needed_capacities
 from ffm.descent import Descent, descend
 from ffm.join import join
 from ffm.latency_bound import latency_lower_bound
+from ffm.latency_proof import LATENCY_SET_TIME, LatencyProof, prove_latency
 from ffm.search import BOUND_RTOL, OBJECTIVES, criteria, full_mapping, search
 from looptree.evaluation import Evaluation, evaluate
 from looptree.mapping_io import export
@@ -52,6 +53,7 @@ class MapStats:
     # that one; EDP the energy proof's bound times it; pareto, the frontier's least latency it
     latency_lower: float | None = None
     bound_reached: bool = False
+    latency_proof: LatencyProof | None = None  # latency with a time limit: the set at the bound, run first
 
     @property
     def exhaustive(self) -> bool:
@@ -169,7 +171,8 @@ def _ref(given, loaded) -> str:
 def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variables: dict | None = None,
         progress: bool = True, constraints: dict[str, Constraints] | None = None,
         workers: int | None = None, time_limit: float | None = None, prove: bool = True,
-        proof_time_limit: float | None = None, descent: bool = True) -> MapResult:
+        proof_time_limit: float | None = None, descent: bool = True,
+        latency_set_time: float | None = LATENCY_SET_TIME) -> MapResult:
     """The optimal fused mapping(s) of `workload` on `arch` for `objective` (energy, latency,
     edp, or pareto: the energy-latency frontier).
 
@@ -187,7 +190,10 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     time limit the proof runs first too and pmapgen's tables join its tables: a completed
     proof makes the frontier's lowest-energy point the energy optimum (`stats.energy_end`);
     latency and EDP run the same flow, then their own join of every table found (the
-    proof proves neither optimal: `ffm.latency_bound` may). Raises SpecError for bad input
+    proof proves neither optimal: `ffm.latency_bound` may). Latency with a time limit first
+    runs the latency set at that bound (`ffm.latency_proof`, within `latency_set_time`
+    seconds of wall; None or 0: not run): when it completes and its join meets the bound,
+    that is the result, proven, and nothing else runs. Raises SpecError for bad input
     and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
     NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
     """
@@ -232,8 +238,19 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     # it completes, that pmapgen is not needed at all (docs/mapper.md, "Step 25"). Only when
     # it does not are pmapgen's tables built, for the join and coordinate descent. For pareto
     # and EDP they are always built, for the points of lower latency
+    # latency: the set at the bound first; when its join meets the bound the result is proven
+    # and the energy flow is not needed (docs/mapper.md, "Step 54")
+    latency_proof = None
+    if objective == "latency" and time_limit is not None and latency_set_time:
+        latency_proof = prove_latency(w, a, constraints, latency_set_time,
+                                      lambda tabs: _search(tabs, w, a, objective, progress, "join (latency set)"),
+                                      workers, progress)
+        seconds["latency set"] = latency_proof.seconds
+        if latency_proof.met:
+            results, found = latency_proof.tables, latency_proof.found
+    done = latency_proof is not None and latency_proof.met
     proof = None
-    if prove and flow == "energy" and time_limit is not None:
+    if prove and flow == "energy" and time_limit is not None and not done:
         def seed() -> tuple[dict, float]:  # the proof's minima join held no mapping: pmapgen's, if any
             run_pmapgen()
             return generated, math.inf if found.best.empty else float(found.best["energy"].iloc[0])
@@ -249,7 +266,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
                 results = union(results, generated)  # (perhaps again: a repeated row changes no optimum)
     # the proof's minima showed some Einsum has no pmapping at all (`prove_energy`)
     impossible = proof is not None and math.isinf(proof.lower)
-    if (flow != objective or not (proof is not None and proof.proven)) and not generated and not impossible:
+    if (flow != objective or not (proof is not None and proof.proven)) and not generated and not impossible \
+            and not done:
         # latency, pareto and EDP after a completed proof: the energy join of these tables would only
         # feed the descent, which does not run; the objective's own join below takes them
         run_pmapgen(join_them=not (flow != objective and proof is not None and proof.proven))
@@ -258,7 +276,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
 
     descents: list[Descent] = []
     searched: set = set()  # (Einsum, key) pairs the descents searched
-    if descent and flow == "energy" and not exhaustive and not nothing \
+    if descent and flow == "energy" and not exhaustive and not nothing and not done \
             and not (proof is not None and proof.proven):
         start = time.perf_counter()
         results, found, d = descend(w, a, results, found, join_tables, constraints, time_limit, workers, progress,
@@ -268,7 +286,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         if proof is not None:  # the best known mapping bounds the optimum from above
             proof = replace(proof, bound=min(proof.bound, float(found.best["energy"].iloc[0])))
 
-    if flow != objective and not nothing:  # latency, pareto or EDP over every table found
+    if flow != objective and not nothing and not done:  # latency, pareto or EDP over every table found
         start = time.perf_counter()
         found = _search({e: t for e, (t, _, _) in results.items()}, w, a, objective, progress, f"join ({objective})")
         seconds["join"] = seconds.get("join", 0.0) + time.perf_counter() - start
@@ -294,7 +312,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         reached = proof is not None and evaluations[0].edp <= proof.lower * lower * (1 + BOUND_RTOL)
     else:
         reached = lower is not None and min(ev.latency_s for ev in evaluations) <= lower * (1 + BOUND_RTOL)
-    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents), objective, lower, reached)
+    stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents), objective, lower, reached,
+                     latency_proof)
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 
 

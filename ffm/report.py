@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ffm.budgets import Proof
 from ffm.descent import Descent
+from ffm.latency_proof import LatencyProof
 from ffm.mapper import MapResult, MapStats
 from looptree.render import edp_text, energy_text, report_text, time_text
 
@@ -36,7 +37,9 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
         lines.append(f"  {'Einsum':<14}{'templates':>11}{'tile shapes':>13}{'pmappings kept':>16}{'seconds':>9}"
                      f"{'kept after join':>17}")
     else:
-        lines.append("  pmapgen: not run (the energy proof ran first and completed; its searches are below)")
+        lines.append("  pmapgen: not run (" + ("the latency set at the bound gave the result, below)"
+                                               if stats.latency_proof is not None and stats.latency_proof.met else
+                                               "the energy proof ran first and completed; its searches are below)"))
         lines.append("  partial mappings kept after each join step: "
                      + ", ".join(f"{e} {k:,}" for e, k in stats.join_steps))
     for e, s in stats.pmapgen.items():
@@ -51,6 +54,8 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
                                f"below say is about the least energy found, not this result; {join} then searched "
                                f"every table they found (docs/mapper.md, \"Time limit\").", 100,
                                initial_indent="  ", subsequent_indent="    ")
+    if stats.latency_proof is not None:
+        lines += latency_proof_lines(stats.latency_proof)
     for d in stats.descent:  # after the proof, when it ran and could not complete (`ffm.map`)
         lines += descent_lines(d, "the join" if stats.proof is None else "the energy proof")
     if stats.proof is not None:
@@ -87,6 +92,25 @@ def cut_text(stats, what: str = "") -> str:
         (limit,) = by
         return f"{n}{what} cut short" + (f" by the {limit}" if limit else "")
     return f"{n}{what} cut short, " + " and ".join(f"{k} by the {limit or 'deadline'}" for limit, k in by.items())
+
+
+def latency_proof_lines(lp: LatencyProof) -> list[str]:
+    """What the latency set at the bound (`ffm.latency_proof`, run first for latency) gave:
+    the result proven, every mapping proven slower than the bound, or the set cut short."""
+    what = (f"Latency set at the bound (each Einsum's pmappings within {time_text(lp.bound)} minus the other "
+            f"Einsums' floors, each input held to the c_T its producer's table gives it)")
+    kept = "; pmappings kept: " + ", ".join(f"{e} {st.kept:,}" for e, (_, _, st) in lp.tables.items())
+    if lp.met:
+        text = (f"{what}: complete in {lp.seconds:.1f} s{kept}. Its join found a mapping at the bound, so no "
+                f"mapping is faster: the result is optimal, and the time-limited flow did not run.")
+    elif lp.above:
+        text = (f"{what}: complete in {lp.seconds:.1f} s{kept}. Its join found no mapping within the bound: "
+                f"every mapping takes longer than {time_text(lp.bound)}. The time-limited flow found the result.")
+    else:
+        cut = cut_text((st for _, _, st in lp.tables.values()), " Einsums")
+        text = (f"{what}: not complete after {lp.seconds:.1f} s ({cut or 'none cut short'}: "
+                f"{', '.join(lp.cut_short)}). The time-limited flow found the result.")
+    return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
 
 
 def descent_lines(d: Descent, when: str) -> list[str]:

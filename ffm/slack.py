@@ -40,7 +40,8 @@ from ffm.latency_bound import einsum_latency_floor
 from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
 from pmapgen import Constraints, Stats
 from pmapgen.all_einsums import generate_all, merge_parts, rename, run_searches, signature, union
-from pmapgen.prefixes import part_backings
+from pmapgen.generate import TIME_LIMIT
+from pmapgen.prefixes import part_backings, part_floor
 from pmapgen.symmetry import key_mirror
 from workloads.model import Workload
 
@@ -97,7 +98,8 @@ class LatencyTables:
 def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
                          constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                          workers: int | None = None, progress: bool = False, max_rows: int | None = None,
-                         einsums: tuple[str, ...] | None = None) -> LatencyTables:
+                         einsums: tuple[str, ...] | None = None, deadline: float | None = None,
+                         stop_when_incomplete: bool = False) -> LatencyTables:
     """Every Einsum's pmappings within its latency budget (`latency_slack_budgets` for U =
     `bound`, seconds), each input held to the c_T its producer's complete table gives it
     (`producer_keys`, `Constraints.tensor_key_sets`), searched root by root as a graph.
@@ -118,7 +120,10 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     has, and the long roots of one Einsum overlap the next Einsum's (docs/pmapgen.md,
     "Roots as a graph"). An input and its mirror image (QK's Q and K, `pmapgen.symmetry`)
     are held at both their levels, so the root's search keeps its mirror. Roots alike up to
-    names (V's, K's and Q's) are searched once; each gets `time_limit`."""
+    names (V's, K's and Q's) are searched once; each gets `time_limit`. No root starts after
+    `deadline` (a `time.perf_counter()` value, which also cuts those running short), and
+    with `stop_when_incomplete` none after one is cut short (the set cannot complete); an
+    Einsum with a root not searched for either reason is incomplete, its table empty."""
     names = [e for e in workload.einsum_names if einsums is None or e in einsums]
     budgets = latency_slack_budgets(workload, arch, bound)
     own = {e: replace((constraints or {}).get(e) or Constraints(), latency_budget=budgets[e]) for e in names}
@@ -189,16 +194,26 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
             answer(key, e, i)
         return ready()
 
-    run_searches(ready(), workers, progress, "latency: roots", unit="root", more=more)
+    run_searches(ready(), workers, progress, "latency: roots", stop_when_incomplete, unit="root", deadline=deadline,
+                 more=more)
     results = {}
     for e in names:
-        got = [ended[e, i] for i in range(len(roots[e])) if ended.get((e, i)) is not None]
+        got = [ended[e, i] if (e, i) in ended else _not_started(e, workload, arch, own[e], i)
+               for i in range(len(roots[e])) if ended.get((e, i), True) is not None]
         c = replace(own[e], tensor_key_sets={**own[e].tensor_key_sets,
                                              **{t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()}})
         results[e] = merge_parts((e, workload, arch, c, ("latency",), time_limit, None), got)
     return LatencyTables(results, {e: {t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()} for e in names},
                          {e: tuple(i for i in range(len(roots[e])) if (e, i) in ended and ended[e, i] is None)
                           for e in names})
+
+
+def _not_started(einsum: str, workload: Workload, arch: Arch, c: Constraints, root: int) -> tuple:
+    """A root's `_search` result when it never started (its producers', or itself, past the
+    deadline or after a root was cut short): cut short by the time limit before any row,
+    so `merge_parts` leaves its Einsum incomplete, bounded by the root's floor."""
+    return pd.DataFrame(), [], Stats(0, 0, 0, False, 0.0, part_floor(einsum, workload, arch, c, root),
+                                     stopped_by=TIME_LIMIT)
 
 
 def _image_of(einsum: str, workload: Workload, arch: Arch, c: Constraints) -> dict[str, str]:

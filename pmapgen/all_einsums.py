@@ -195,9 +195,12 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
     results = {}
     bar = tqdm(total=len(jobs), desc=desc, unit=unit, disable=not progress)
     queue = deque(jobs)
+    stopped = []  # a job cut short, with `stop_when_incomplete`: start none from now on
 
     def ended(key, res) -> None:
         results[key] = res
+        if stop_when_incomplete and not res[2].complete:
+            stopped.append(key)
         if more is not None:
             with nullcontext() if TURN.held() else TURN.take():  # (it may touch the caches other threads share)
                 new = more(key, res)
@@ -206,6 +209,8 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
         bar.update()
 
     def next_job():  # None: nothing more to start
+        if stopped:
+            return None
         if deadline is None:
             return queue.popleft() if queue else None
         left = deadline - time.perf_counter()
@@ -217,10 +222,7 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
 
     if in_process:
         while (job := next_job()) is not None:
-            key, res = _job(job)
-            ended(key, res)
-            if stop_when_incomplete and not res[2].complete:
-                break
+            ended(*_job(job))
     else:
         # `workers` jobs in flight when a stop may come (it leaves nothing queued), else
         # twice that: a worker done with a job of a few ms has the next one at hand instead
@@ -233,10 +235,7 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
                 while running:
                     done, running = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
-                        key, res = future.result()
-                        ended(key, res)
-                        if stop_when_incomplete and not res[2].complete:
-                            queue.clear()
+                        ended(*future.result())
                     while len(running) < flight and (job := next_job()) is not None:
                         running.add(pool.submit(_job, job))
     bar.close()

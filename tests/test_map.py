@@ -308,12 +308,13 @@ def test_latency_with_a_time_limit_joins_the_energy_flow_s_tables(specs, results
     found: with pmapgen cut short before it keeps anything, the result is the least latency
     over the proof's tables, exactly the pareto frontier's least latency over the same
     tables, no slower than the EDP result, no faster than the exhaustive latency optimum,
-    and a real mapping of that latency."""
+    and a real mapping of that latency. (The latency set at the bound, which runs first, is
+    turned off: this checks the flow it falls back to; tests/test_latency_proof.py the set.)"""
     import math
 
     from ffm.capacity import NothingFoundInTime
     from ffm.report import result_text
-    kw = dict(progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf)
+    kw = dict(progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf, latency_set_time=0)
     r = ffm.map(*specs, objective="latency", **kw)
     assert all(s.kept == 0 and not s.complete for s in r.stats.pmapgen.values())  # pmapgen gave nothing
     assert r.stats.proof.proven and r.stats.complete == r.stats.bound_reached
@@ -329,7 +330,8 @@ def test_latency_with_a_time_limit_joins_the_energy_flow_s_tables(specs, results
                                                    "coordinate descent below say is about the least energy found, not "
                                                    "this result; the latency join then searched every table") in words
     with pytest.raises(NothingFoundInTime):  # the proof's tables are what held it
-        ffm.map(*specs, objective="latency", progress=False, workers=1, time_limit=1e-9, prove=False)
+        ffm.map(*specs, objective="latency", progress=False, workers=1, time_limit=1e-9, prove=False,
+                latency_set_time=0)
 
 
 def test_pareto_with_the_proof_cut_short_takes_the_descents_energy_end():

@@ -1,0 +1,90 @@
+"""The latency proof: a latency result proven optimal by the latency set at the bound
+(docs/mapper.md, "Step 54").
+
+`ffm.latency_bound` bounds every mapping's latency from below by B. Issue 3's latency set
+at U = B (`ffm.slack.latency_slack_tables`: each Einsum's pmappings within B minus the
+other Einsums' floors, each input held to the c_T its producer's table gives it) holds,
+for every mapping of latency at most B, a row of each Einsum's compatibility group that
+dominates its pmapping. So when the set is complete, its latency join finds a mapping of
+latency at most B exactly when one exists, and that mapping is optimal: no mapping is
+faster than B. When the join finds none, every mapping is slower than B: the set proves
+that too, and the time-limited flow has to find the result.
+
+The set completes at gpt3 batch 1 on tpuv4i (about 450 s on this 2-core machine, where
+the time-limited flow ends within 1.01x of B); `ffm.map --objective latency` runs it
+first, within `seconds` of wall time, and stops it as soon as one root is cut short (the
+set can no longer complete).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import pandas as pd
+
+from arch.model import Arch
+from ffm.budgets import PROOF_ROWS
+from ffm.latency_bound import latency_lower_bound
+from ffm.search import BOUND_RTOL, SearchResult
+from ffm.slack import latency_slack_tables
+from pmapgen import Constraints
+from workloads.model import Workload
+
+# wall seconds `ffm.map` gives the set by default: the set completes at gpt3 batch 1 in
+# about 450 s on this machine (docs/mapper.md, "Step 54")
+LATENCY_SET_TIME = 600.0
+
+
+@dataclass(frozen=True, eq=False)
+class LatencyProof:
+    """What the latency set at the bound gave: the bound B (seconds), the set's tables per
+    Einsum (`generate_all`-style; an Einsum cut short or not reached has an empty one), its
+    wall seconds and the latency join of the tables when every Einsum completed (None
+    otherwise)."""
+    bound: float
+    tables: dict[str, tuple]
+    seconds: float
+    found: SearchResult | None = None
+
+    @property
+    def complete(self) -> bool:
+        """Whether every Einsum's table is complete within its budget."""
+        return all(st.complete for _, _, st in self.tables.values())
+
+    @property
+    def met(self) -> bool:
+        """Whether the set proved a mapping at the bound: complete, and its join found one
+        of latency at most B (so the optimum)."""
+        return self.found is not None and not self.found.best.empty and \
+            float(self.found.best["latency"].iloc[0]) <= self.bound * (1 + BOUND_RTOL)
+
+    @property
+    def above(self) -> bool:
+        """Whether the set proved every mapping slower than B: complete, and its join found
+        no mapping within it."""
+        return self.complete and self.found is not None and not self.met
+
+    @property
+    def cut_short(self) -> tuple[str, ...]:
+        """The Einsums whose tables are incomplete (a root cut short, or not started)."""
+        return tuple(e for e, (_, _, st) in self.tables.items() if not st.complete)
+
+
+def prove_latency(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None, seconds: float,
+                  join: Callable[[dict[str, pd.DataFrame]], SearchResult], workers: int | None = None,
+                  progress: bool = False, bound: float | None = None) -> LatencyProof:
+    """The latency set at the bound, within `seconds` of wall time, and `join` (the latency
+    join) of its tables when it completes. `bound` (seconds; default `ffm.latency_bound`'s)
+    is the set's U: any other U makes `met` say only that a mapping within U exists. Its roots' searches have no time limit of their
+    own, only the deadline and the proof's cap on waiting rows (`PROOF_ROWS`); the first
+    root cut short ends it (`latency_slack_tables`' `stop_when_incomplete`)."""
+    start = time.perf_counter()
+    bound = latency_lower_bound(workload, arch) if bound is None else bound
+    chained = latency_slack_tables(workload, arch, bound, constraints, workers=workers, progress=progress,
+                                   max_rows=PROOF_ROWS, deadline=start + seconds, stop_when_incomplete=True)
+    tables = chained.results
+    found = None
+    if all(st.complete for _, _, st in tables.values()):
+        found = join({e: t for e, (t, _, _) in tables.items()})
+    return LatencyProof(bound, tables, time.perf_counter() - start, found)
