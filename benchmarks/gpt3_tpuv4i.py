@@ -2,7 +2,7 @@
 batch 64 / 4096 tokens, for the energy objective and the full energy-latency frontier.
 
     python benchmarks/gpt3_tpuv4i.py [--time-limit 60] [--proof-time 30] [--objectives energy pareto] [--shapes 0 1]
-        [--contend N]
+        [--contend N] [--latency-set 600]
 
 Prints wall seconds (pmapgen, join, coordinate descent, energy proof, total), the process's peak memory,
 energy, latency, what is fused, whether the result is the proven optimum (pmapgen
@@ -12,7 +12,9 @@ ends: its least energy (the proven optimum when the energy proof, which runs fir
 pareto too, completed) and its least latency. EDP runs the same flow and says how
 far the least energy it found is from the energy optimum. Latency and EDP say whether the result
 meets its lower bound (`ffm.latency_bound`: then it is proven optimal) or how far from it
-it can be; pareto says the same of its least latency. Target on a 2-core machine: the exact energy optimum at batch 1 / 2048 in under
+it can be; pareto says the same of its least latency. Latency runs the latency set at the
+bound first (`ffm.latency_proof`, `--latency-set` seconds, 0: not run) and says what it
+proved and in how long. Target on a 2-core machine: the exact energy optimum at batch 1 / 2048 in under
 60 s and 2 GiB, end to end.
 
 `--contend N` runs each measurement beside N processes that do nothing but spin, each
@@ -29,6 +31,7 @@ import resource
 import time
 
 import ffm
+from ffm.latency_proof import LATENCY_SET_TIME
 from ffm.report import descent_lines
 from pmapgen.allocator import MAIN_THRESHOLD, mmap_threshold
 
@@ -72,6 +75,8 @@ def main() -> None:
                         help="which shapes: 0 = batch 1 / 2048, 1 = batch 64 / 4096")
     parser.add_argument("--contend", type=int, default=0, metavar="N",
                         help="run beside N processes spinning on the CPU (a loaded machine)")
+    parser.add_argument("--latency-set", type=float, default=LATENCY_SET_TIME,
+                        help="latency: wall seconds for the latency set at the bound, run first (0: not run)")
     args = parser.parse_args()
     if args.contend:
         print(f"each run beside {args.contend} process(es) spinning on the CPU")
@@ -85,7 +90,7 @@ def main() -> None:
                 start = time.perf_counter()
                 r = ffm.map("gpt3", "tpuv4i", objective=objective, variables=variables, progress=False,
                             time_limit=args.time_limit or None, prove=args.proof_time > 0,
-                            proof_time_limit=args.proof_time)
+                            proof_time_limit=args.proof_time, latency_set_time=args.latency_set)
                 wall = time.perf_counter() - start
             ev = r.evaluation
             proof = r.stats.proof
@@ -99,6 +104,10 @@ def main() -> None:
                 low = r.stats.latency_lower * (proof.lower if objective == "edp" and proof is not None else 1.0)
                 value = ev.latency_s if objective == "latency" else ev.edp
                 status += f"; within {value / low:.2f}x of the optimum" if low > 0 else ""
+            if (lp := r.stats.latency_proof) is not None:
+                status += (f"; latency set {lp.seconds:.1f} s: " + ("met the bound" if lp.met else
+                           "complete, no mapping within the bound" if lp.above else
+                           f"not complete ({', '.join(lp.cut_short)} cut short or not started)"))
             if objective == "edp" and proof is not None:  # (its proof is of the least energy, run first)
                 status += (f"; least energy found {proof.bound / 1e12:.4g} J, "
                            + ("proven optimal" if proof.proven else f"within {proof.bound / proof.lower:.2f}x"))

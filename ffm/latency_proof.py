@@ -10,10 +10,11 @@ latency at most B exactly when one exists, and that mapping is optimal: no mappi
 faster than B. When the join finds none, every mapping is slower than B: the set proves
 that too, and the time-limited flow has to find the result.
 
-The set completes at gpt3 batch 1 on tpuv4i (about 450 s on this 2-core machine, where
-the time-limited flow ends within 1.01x of B); `ffm.map --objective latency` runs it
-first, within `seconds` of wall time, and stops it as soon as one root is cut short (the
-set can no longer complete).
+The set completes at gpt3 batch 1 on tpuv4i (450 to 510 s on this 2-core machine, where
+the time-limited flow ends within 1.01x of B in about 290 s); `ffm.map --objective
+latency` runs it first, within `seconds` of wall time, each root within half of that, and
+stops it as soon as one root is cut short (the set can no longer complete): at batch 64
+V's first roots reach that cap.
 """
 from __future__ import annotations
 
@@ -76,13 +77,17 @@ def prove_latency(workload: Workload, arch: Arch, constraints: dict[str, Constra
                   progress: bool = False, bound: float | None = None) -> LatencyProof:
     """The latency set at the bound, within `seconds` of wall time, and `join` (the latency
     join) of its tables when it completes. `bound` (seconds; default `ffm.latency_bound`'s)
-    is the set's U: any other U makes `met` say only that a mapping within U exists. Its roots' searches have no time limit of their
-    own, only the deadline and the proof's cap on waiting rows (`PROOF_ROWS`); the first
-    root cut short ends it (`latency_slack_tables`' `stop_when_incomplete`)."""
+    is the set's U: any other U makes `met` say only that a mapping within U exists. A
+    root gets at most half of `seconds` (one that needs more leaves too little for the
+    rest) and the proof's cap on waiting rows (`PROOF_ROWS`); the first root cut short ends
+    the set (`latency_slack_tables`' `stop_when_incomplete`). So where the set cannot
+    complete it costs about half of `seconds` (gpt3 batch 64: V's first roots run two at a
+    time to the cap), and at gpt3 batch 1 no root takes more than about 140 s."""
     start = time.perf_counter()
     bound = latency_lower_bound(workload, arch) if bound is None else bound
-    chained = latency_slack_tables(workload, arch, bound, constraints, workers=workers, progress=progress,
-                                   max_rows=PROOF_ROWS, deadline=start + seconds, stop_when_incomplete=True)
+    chained = latency_slack_tables(workload, arch, bound, constraints, time_limit=seconds / 2, workers=workers,
+                                   progress=progress, max_rows=PROOF_ROWS, deadline=start + seconds,
+                                   stop_when_incomplete=True)
     tables = chained.results
     found = None
     if all(st.complete for _, _, st in tables.values()):

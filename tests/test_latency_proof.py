@@ -50,7 +50,7 @@ def check_latency_proof(workload, arch, pick: int) -> None:
     _bump(("the optimum", "below the optimum", "B met" if exists else "B not met")[pick % 3])
 
 
-@settings(max_examples=9, **SETTINGS)
+@settings(max_examples=15, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_the_latency_set_proves_a_mapping_within_u_exactly_when_one_exists(problem, pick):
     check_latency_proof(*problem, pick=pick)
