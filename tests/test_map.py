@@ -131,6 +131,8 @@ def test_cli_report_and_out_overwrite_rules(specs, tmp_path, capsys):
     (["--arch", "simple"], "the following arguments are required: --workload"),
     (["--workload", "matmul_chain", "--arch", "simple", "--proof-time", "-1"],
      "argument --proof-time: expected a number of seconds >= 0, got '-1'"),
+    (["--workload", "matmul_chain", "--arch", "simple", "--latency-set", "abc"],
+     "argument --latency-set: expected a number of seconds >= 0, got 'abc'"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(extra, message):
     run = subprocess.run([sys.executable, "-m", "ffm.map", "--no-progress", *extra], capture_output=True, text=True)
