@@ -105,7 +105,7 @@ def main() -> None:
                 value = ev.latency_s if objective == "latency" else ev.edp
                 status += f"; within {value / low:.2f}x of the optimum" if low > 0 else ""
             if (lp := r.stats.latency_proof) is not None:
-                status += (f"; latency set {lp.seconds:.1f} s: " + ("met the bound" if lp.met else
+                status += (f"; latency set {lp.seconds:.1f} s: " + (("met the bound, stopped early" if lp.early else "met the bound") if lp.met else
                            "complete, no mapping within the bound" if lp.above else
                            f"not complete ({', '.join(lp.cut_short)} cut short or not started)"))
             if objective == "edp" and proof is not None:  # (its proof is of the least energy, run first)

@@ -100,7 +100,11 @@ def latency_proof_lines(lp: LatencyProof) -> list[str]:
     what = (f"Latency set at the bound (each Einsum's pmappings within {time_text(lp.bound)} minus the other "
             f"Einsums' floors, each input held to the c_T its producer's table gives it)")
     kept = "; pmappings kept: " + ", ".join(f"{e} {st.kept:,}" for e, (_, _, st) in lp.tables.items())
-    if lp.met:
+    if lp.met and lp.early:
+        text = (f"{what}: stopped after {lp.seconds:.1f} s, as soon as the rows of the roots searched so far "
+                f"joined to a mapping at the bound{kept.replace('kept', 'kept by then')}. No mapping is faster: the "
+                f"result is optimal, and the time-limited flow did not run.")
+    elif lp.met:
         text = (f"{what}: complete in {lp.seconds:.1f} s{kept}. Its join found a mapping at the bound, so no "
                 f"mapping is faster: the result is optimal, and the time-limited flow did not run.")
     elif lp.above:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field, replace
-from typing import Hashable
+from typing import Callable, Hashable
 
 import pandas as pd
 
@@ -39,7 +39,7 @@ from arch.model import Arch
 from ffm.latency_bound import einsum_latency_floor
 from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
 from pmapgen import Constraints, Stats
-from pmapgen.all_einsums import generate_all, merge_parts, rename, run_searches, signature, union
+from pmapgen.all_einsums import STOP, generate_all, merge_parts, rename, run_searches, signature, union
 from pmapgen.generate import TIME_LIMIT
 from pmapgen.prefixes import part_backings, part_floor
 from pmapgen.symmetry import key_mirror
@@ -89,6 +89,9 @@ class LatencyTables:
     results: dict[str, tuple[pd.DataFrame, list, Stats]]
     keys: dict[str, dict[str, tuple]]
     skipped: dict[str, tuple[int, ...]]
+    # `early`'s stop: per Einsum the rows of its roots ended by then (`results` holds them
+    # too, each Einsum with a root not ended incomplete); None if it never stopped the set
+    early: dict[str, tuple[pd.DataFrame, list, Stats]] | None = None
 
     def levels(self, einsum: str) -> dict[str, tuple[str, ...]]:
         """Per input held to its producer's c_T, their backing levels."""
@@ -99,7 +102,8 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
                          constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                          workers: int | None = None, progress: bool = False, max_rows: int | None = None,
                          einsums: tuple[str, ...] | None = None, deadline: float | None = None,
-                         stop_when_incomplete: bool = False) -> LatencyTables:
+                         stop_when_incomplete: bool = False,
+                         early: Callable[[dict[str, tuple]], bool] | None = None) -> LatencyTables:
     """Every Einsum's pmappings within its latency budget (`latency_slack_budgets` for U =
     `bound`, seconds), each input held to the c_T its producer's complete table gives it
     (`producer_keys`, `Constraints.tensor_key_sets`), searched root by root as a graph.
@@ -123,7 +127,10 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     names (V's, K's and Q's) are searched once; each gets `time_limit`. No root starts after
     `deadline` (a `time.perf_counter()` value, which also cuts those running short), and
     with `stop_when_incomplete` none after one is cut short (the set cannot complete); an
-    Einsum with a root not searched for either reason is incomplete, its table empty."""
+    Einsum with a root not searched for either reason is incomplete, its table empty.
+    `early(tables)`, once every Einsum has rows, is given after each root ends the rows of
+    the roots ended so far (per Einsum, `merge_parts`-style); returning True stops the set
+    at once, the roots running abandoned (`LatencyTables.early`)."""
     names = [e for e in workload.einsum_names if einsums is None or e in einsums]
     budgets = latency_slack_budgets(workload, arch, bound)
     own = {e: replace((constraints or {}).get(e) or Constraints(), latency_budget=budgets[e]) for e in names}
@@ -188,10 +195,22 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
                         out.append(job)
         return out
 
-    def more(key: Hashable, res: tuple) -> list:
+    def so_far() -> dict[str, tuple] | None:  # the rows of the roots ended, once every Einsum has some
+        got = {e: [r for i in range(len(roots[e])) if (r := ended.get((e, i))) is not None] for e in names}
+        if not all(any(len(r[0]) for r in rs) for rs in got.values()):
+            return None
+        return {e: merge_parts((e, workload, arch, own[e], ("latency",), time_limit, None), rs)
+                for e, rs in got.items()}
+
+    stop: list[dict] = []
+
+    def more(key: Hashable, res: tuple) -> list | str:
         answered[key] = res
         for e, i in answers[key]:
             answer(key, e, i)
+        if early is not None and len(res[0]) and (tables := so_far()) is not None and early(tables):
+            stop.append(tables)
+            return STOP
         return ready()
 
     run_searches(ready(), workers, progress, "latency: roots", stop_when_incomplete, unit="root", deadline=deadline,
@@ -205,7 +224,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         results[e] = merge_parts((e, workload, arch, c, ("latency",), time_limit, None), got)
     return LatencyTables(results, {e: {t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()} for e in names},
                          {e: tuple(i for i in range(len(roots[e])) if (e, i) in ended and ended[e, i] is None)
-                          for e in names})
+                          for e in names}, stop[0] if stop else None)
 
 
 def _not_started(einsum: str, workload: Workload, arch: Arch, c: Constraints, root: int) -> tuple:

@@ -123,6 +123,8 @@ WORKER_GC = (700, 10, 100)
 
 _WARM = False  # `warm_kernels` ran in this process
 
+STOP = "stop"  # what `run_searches`' `more` returns to end every search at once
+
 
 def warm_kernels() -> None:
     """Load the compiled kernels the searches call (numba's, cached on disk) in this
@@ -168,6 +170,13 @@ class Workers:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
 
+    def terminate(self) -> None:
+        """End the workers now, their searches unfinished (`run_searches`' STOP)."""
+        if self._pool is not None:
+            for process in list(self._pool._processes.values()):  # (public only from Python 3.14)
+                process.terminate()
+            self.close()
+
     def __enter__(self) -> "Workers":
         return self
 
@@ -189,13 +198,15 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
     `more(key, result)`, called as each job ends, gives the jobs its result made ready (a
     graph of searches: `ffm.slack.latency_slack_tables`); they start before the jobs queued, the last
     made ready first, and only `workers` jobs are handed out at once, so a job made ready
-    waits for no job queued behind a worker."""
+    waits for no job queued behind a worker. `more` returning STOP ends the run at once:
+    no job starts, the running ones are abandoned (their workers terminated, unless
+    `kept`) and are missing from the result."""
     in_process = (workers if kept is None else kept.workers) == 1
     workers = kept.workers if kept is not None else workers or max(1, min(len(jobs), os.cpu_count() or 1))
     results = {}
     bar = tqdm(total=len(jobs), desc=desc, unit=unit, disable=not progress)
     queue = deque(jobs)
-    stopped = []  # a job cut short, with `stop_when_incomplete`: start none from now on
+    stopped = []  # a job cut short, with `stop_when_incomplete`, or STOP: start none from now on
 
     def ended(key, res) -> None:
         results[key] = res
@@ -204,6 +215,9 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
         if more is not None:
             with nullcontext() if TURN.held() else TURN.take():  # (it may touch the caches other threads share)
                 new = more(key, res)
+            if new == STOP:
+                stopped.append(STOP)
+                new = []
             queue.extendleft(reversed(new))
             bar.total += len(new)
         bar.update()
@@ -232,12 +246,18 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
             pool = own.pool()
             with TURN.away():  # the loop touches nothing shared: another thread may have the turn (`pmapgen.turn`)
                 running = {pool.submit(_job, job) for job in (next_job() for _ in range(flight)) if job is not None}
-                while running:
+                while running and STOP not in stopped:
                     done, running = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
                         ended(*future.result())
+                        if STOP in stopped:
+                            break
                     while len(running) < flight and (job := next_job()) is not None:
                         running.add(pool.submit(_job, job))
+                if STOP in stopped and kept is None:
+                    own.terminate()
+                elif STOP in stopped:  # (kept workers: their searches end on their own)
+                    wait(running)
     bar.close()
     return results
 

@@ -32,7 +32,8 @@ def check_latency_proof(workload, arch, pick: int) -> None:
     a real mapping of that latency; with U a hair below it, or halfway between B
     (`ffm.latency_bound`) and it, complete and above (no mapping within U), though each
     Einsum's rows are within their budgets (the join may then find a mapping above U);
-    with U = B met exactly when the optimum is B."""
+    with U = B met exactly when the optimum is B. A set met may stop as soon as the roots
+    ended join within U; one not met is always complete."""
     tables = {e: generate(e, workload, arch, objectives=("latency",))[0] for e in workload.einsum_names}
     if any(t.empty for t in tables.values()) or (truth := search(tables, workload, arch, "latency")).best.empty:
         _bump("no valid mapping")
@@ -42,9 +43,11 @@ def check_latency_proof(workload, arch, pick: int) -> None:
     assert low <= optimum * (1 + RTOL)
     bound = (optimum, optimum * (1 - 1e-6), low, (low + optimum) / 2)[pick % 4]
     lp = prove_latency(workload, arch, None, 60.0, latency_join(workload, arch), workers=1, bound=bound)
-    assert lp.complete and not lp.cut_short and lp.found is not None
     exists = optimum <= bound * (1 + RTOL)
     assert lp.met == exists and lp.above == (not exists), (bound, optimum)
+    assert lp.found is not None and (lp.early or (lp.complete and not lp.cut_short))
+    assert not lp.early or exists  # (it stops early only on a mapping within U)
+    _bump("stopped early" if lp.early else "complete")
     if exists:
         found = {e: r[0] for e, r in lp.tables.items()}
         ev = chosen(lp.found, found, {e: r[1] for e, r in lp.tables.items()}, workload, arch)
@@ -125,7 +128,8 @@ def test_map_takes_the_set_s_result_when_it_meets_the_bound():
     words = " ".join(result_text(r).split())
     assert "mm2 on fan2: optimal for latency" in words
     assert "pmapgen: not run (the latency set at the bound gave the result, below)" in words
-    assert "Its join found a mapping at the bound, so no mapping is faster" in words
+    assert ("Its join found a mapping at the bound, so no mapping is faster" in words) != lp.early
+    assert ("as soon as the rows of the roots searched so far joined to a mapping at the bound" in words) == lp.early
     off = ffm.map(w, a, objective="latency", progress=False, workers=1, time_limit=1e-9, latency_set_time=0,
                   proof_time_limit=60.0)
     assert off.stats.latency_proof is None and off.stats.proof is not None and "latency set" not in off.stats.seconds
@@ -158,3 +162,26 @@ def test_map_falls_back_to_the_flow_when_the_set_proves_the_bound_unmet():
     half = prove_latency(w, a, None, 60.0, latency_join(w, a), workers=1, bound=(low + exact.evaluation.latency_s) / 2)
     assert np.isclose(float(half.found.best["latency"].iloc[0]), exact.evaluation.latency_s, rtol=RTOL)
     assert half.complete and half.above and not half.met
+
+
+def _sleepy(args):
+    """A stand-in search (inherited by forked workers): 'fast' returns at once, 'slow'
+    sleeps for an hour."""
+    import time as _time
+    from pmapgen import Stats
+    if args[0] == "slow":
+        _time.sleep(3600)
+    return "table", [], Stats(0, 0, 0)
+
+
+def test_stop_abandons_the_running_searches():
+    """`run_searches`' `more` returning STOP ends the run at once: the job still running
+    (an hour's sleep in the other worker) is abandoned, its worker terminated, and missing
+    from the result (a regression hangs here instead of failing)."""
+    import multiprocessing
+    if multiprocessing.get_start_method() != "fork":
+        pytest.skip("the stand-in search reaches the workers only when they are forked")
+    jobs = [("slow", ("slow",) + (None,) * 9), ("fast", ("fast",) + (None,) * 9)]
+    with mock.patch.object(all_einsums, "_search", _sleepy):
+        got = all_einsums.run_searches(jobs, workers=2, progress=False, more=lambda key, res: all_einsums.STOP)
+    assert set(got) == {"fast"} and not multiprocessing.active_children()
