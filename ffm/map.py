@@ -66,8 +66,8 @@ def _parser() -> argparse.ArgumentParser:
                         f"(default {DEFAULT_PROOF_TIME:g}; 0: no proof)")
     p.add_argument("--latency-set", type=_seconds, default=LATENCY_SET_TIME, metavar="SECONDS",
                    help=f"latency with a time limit: wall seconds for the latency set at the latency bound, run "
-                        f"first; when it completes and meets the bound the result is proven optimal and nothing "
-                        f"else runs (default {LATENCY_SET_TIME:g}; 0: not run)")
+                        f"first; when its tables join to a mapping at the bound the result is proven optimal and "
+                        f"nothing else runs (default {LATENCY_SET_TIME:g}; 0: not run)")
     p.add_argument("--no-descent", action="store_true",
                    help="every objective, when pmapgen was cut short and the proof did not complete: skip the "
                         "coordinate descent that searches each Einsum again within its compatibility group, and "

@@ -192,8 +192,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     latency and EDP run the same flow, then their own join of every table found (the
     proof proves neither optimal: `ffm.latency_bound` may). Latency with a time limit first
     runs the latency set at that bound (`ffm.latency_proof`, within `latency_set_time`
-    seconds of wall; None or 0: not run): when it completes and its join meets the bound,
-    that is the result, proven, and nothing else runs. Raises SpecError for bad input
+    seconds of wall; None or 0: not run): when its tables, complete or as far as its roots
+    got, join to a mapping at the bound, that is the result, proven, and nothing else runs. Raises SpecError for bad input
     and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
     NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
     """
@@ -243,7 +243,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     latency_proof = None
     if objective == "latency" and time_limit is not None and latency_set_time:
         latency_proof = prove_latency(w, a, constraints, latency_set_time,
-                                      lambda tabs: _search(tabs, w, a, objective, progress, "join (latency set)"),
+                                      # (no bar: it joins after each root once every Einsum has rows)
+                                      lambda tabs: _search(tabs, w, a, objective, False, "join (latency set)"),
                                       workers, progress)
         seconds["latency set"] = latency_proof.seconds
         if latency_proof.met:
