@@ -92,6 +92,7 @@ class LatencyTables:
     # `early`'s stop: per Einsum the rows of its roots ended by then (`results` holds them
     # too, each Einsum with a root not ended incomplete); None if it never stopped the set
     early: dict[str, tuple[pd.DataFrame, list, Stats]] | None = None
+    order: tuple[tuple[str, int], ...] = ()  # the roots searched (or answered), in the order they ended
 
     def levels(self, einsum: str) -> dict[str, tuple[str, ...]]:
         """Per input held to its producer's c_T, their backing levels."""
@@ -122,9 +123,13 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     input at one level, so it needs only the c_T its producer's roots backing the tensor
     at that level give: it starts as soon as those have ended, not when the whole producer
     has, and the long roots of one Einsum overlap the next Einsum's (docs/pmapgen.md,
-    "Roots as a graph"). An input and its mirror image (QK's Q and K, `pmapgen.symmetry`)
-    are held at both their levels, so the root's search keeps its mirror. Roots alike up to
-    names (V's, K's and Q's) are searched once; each gets `time_limit`. No root starts after
+    "Roots as a graph"). At the top level (DRAM) the first of those to end with rows is
+    enough: a tensor backed at the top is under no loop, so it has one c_T there, and a
+    root reading an input from DRAM starts as soon as any producer root has written it
+    there (docs/pmapgen.md, "One c_T at the top"). An input and its mirror image (QK's Q
+    and K, `pmapgen.symmetry`) are held at both their levels, so the root's search keeps
+    its mirror. Roots alike up to names (V's, K's and Q's) are searched once; each gets
+    `time_limit`. No root starts after
     `deadline` (a `time.perf_counter()` value, which also cuts those running short), and
     with `stop_when_incomplete` none after one is cut short (the set cannot complete); an
     Einsum with a root not searched for either reason is incomplete, its table empty.
@@ -141,11 +146,13 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     for e in names:  # (topological)
         depth[e] = 1 + max((depth[p] for p in held_by[e].values()), default=-1)
     image = {e: _image_of(e, workload, arch, own[e]) for e in names}
+    top = arch.top.name
     ended: dict[tuple[str, int], tuple | None] = {}  # (Einsum, root) -> its result; None: not searched
     held: dict[str, dict[str, set]] = {e: {} for e in names}
     waiting = {(e, i) for e in names for i in range(len(roots[e]))}
     answers: dict[Hashable, list] = {}  # job key -> the roots it answers, the first the one it searches
     answered: dict[Hashable, tuple] = {}  # job key -> its result, once it has ended
+    order: list[tuple[str, int]] = []  # the roots ended, in order
 
     def levels(e: str, i: int) -> dict[str, set]:
         at = roots[e][i][1]
@@ -155,16 +162,31 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         return {t: [(held_by[e][t], j) for j, (_, at) in enumerate(roots[held_by[e][t]]) if at[t] in lv]
                 for t, lv in levels(e, i).items()}
 
+    def fed(e: str, i: int) -> bool:
+        """Whether the root's producers have given every c_T they can at its levels: at each,
+        every producer root backing the input there has ended or, at the top level, one has
+        with rows (a tensor backed at the top is under no loop: its one c_T is (top, ()),
+        docs/semantics.md §3)."""
+        for t, lv in levels(e, i).items():
+            p = held_by[e][t]
+            for level in lv:
+                parts = [(p, j) for j, (_, at) in enumerate(roots[p]) if at[t] == level]
+                if not all(q in ended for q in parts) and not (level == top and any(
+                        (r := ended.get(q)) is not None and len(r[0]) and r[2].complete for q in parts)):
+                    return False
+        return True
+
     def answer(key: Hashable, e: str, i: int) -> None:
         res, rep = answered[key], answers[key][0][0]
         ended[e, i] = res if e == rep else (*rename(res[0], res[1], rep, e, workload), res[2])
+        order.append((e, i))
 
     def start(e: str, i: int) -> tuple | None:
         """The root's job if it is a new one; else it is not searched (`ended` None: no c_T of
         its producers at its levels) or waits for a job alike up to names."""
         sets = {}
         for t, parts in feeding(e, i).items():
-            got = [ended[p] for p in parts if ended[p] is not None]
+            got = [r for p in parts if (r := ended.get(p)) is not None]
             if any(not r[2].complete for r in got):
                 continue  # a producer cut short restricts nothing
             sets[t] = tuple(sorted({c for r in got for c in producer_keys(workload, {held_by[e][t]: r[0]}, e)[t]
@@ -189,7 +211,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         while before != len(ended):
             before = len(ended)
             for e, i in sorted(waiting, key=lambda r: (-depth[r[0]], names.index(r[0]), r[1])):
-                if all(p in ended for parts in feeding(e, i).values() for p in parts):
+                if fed(e, i):
                     waiting.discard((e, i))
                     if (job := start(e, i)) is not None:
                         out.append(job)
@@ -224,7 +246,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         results[e] = merge_parts((e, workload, arch, c, ("latency",), time_limit, None), got)
     return LatencyTables(results, {e: {t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()} for e in names},
                          {e: tuple(i for i in range(len(roots[e])) if (e, i) in ended and ended[e, i] is None)
-                          for e in names}, stop[0] if stop else None)
+                          for e in names}, stop[0] if stop else None, tuple(order))
 
 
 def _not_started(einsum: str, workload: Workload, arch: Arch, c: Constraints, root: int) -> tuple:

@@ -282,3 +282,34 @@ def test_the_roots_graph_in_worker_processes_keeps_what_it_keeps_in_one(problem)
     for e in workload.einsum_names:
         assert frontier(one.results[e][0], ("latency",)) == frontier(two.results[e][0], ("latency",)), e
     _bump("checked in two workers")
+
+
+def test_a_root_reading_its_input_from_dram_starts_after_the_first_producer_root_writing_it_there():
+    """X = I, Y = X * W, Z = Y on DRAM and a buffer, no bandwidth limit (every pmapping at its
+    compute time, so every root keeps rows): Y has two roots backing Y in DRAM (X in DRAM,
+    X in the buffer). Y backed in DRAM has one c_T, (DRAM, ()), so Z's roots reading Y
+    from DRAM start as soon as the first of them ends (one process: before the second),
+    and the tables are the Einsum-at-a-time reference's."""
+    import arch as arch_specs
+    import workloads
+
+    w = workloads.load({"name": "chain", "rank_sizes": {"m": 4, "a": 2, "b": 2}, "bits": 8,
+                        "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,b] = Y[m,b]"]})
+    a = arch_specs.load({"name": "two", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit"},
+        {"memory": "L1", "capacity": "64 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit"},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    tables = {e: generate(e, w, a, objectives=("latency",))[0] for e in w.einsum_names}
+    bound = float(search(tables, w, a, "latency").best["latency"].iloc[0])
+    got = latency_slack_tables(w, a, bound, workers=1)
+    budgets = latency_slack_budgets(w, a, bound)
+    roots = {e: part_backings(e, w, a, Constraints(latency_budget=budgets[e])) for e in w.einsum_names}
+    y_dram = [("Y", i) for i, (_, at) in enumerate(roots["Y"]) if at["Y"] == "L0"]
+    z_dram = [("Z", i) for i, (_, at) in enumerate(roots["Z"]) if at["Y"] == "L0"]
+    assert len(y_dram) == 2 and z_dram and not any(got.skipped.values())
+    assert all(len(got.results["Y"][0]) and r in got.order for r in y_dram + z_dram)
+    first, second = sorted(y_dram, key=got.order.index)
+    assert all(got.order.index(first) < got.order.index(z) < got.order.index(second) for z in z_dram), got.order
+    whole = einsum_at_a_time(w, a, budgets)
+    for e in w.einsum_names:
+        assert frontier(got.results[e][0], ("latency",)) == frontier(whole[e], ("latency",)), e
