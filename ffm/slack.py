@@ -93,6 +93,7 @@ class LatencyTables:
     # too, each Einsum with a root not ended incomplete); None if it never stopped the set
     early: dict[str, tuple[pd.DataFrame, list, Stats]] | None = None
     order: tuple[tuple[str, int], ...] = ()  # the roots searched (or answered), in the order they ended
+    guessed: tuple[tuple[str, int], ...] = ()  # the roots searched on a guess first (`early` only)
 
     def levels(self, einsum: str) -> dict[str, tuple[str, ...]]:
         """Per input held to its producer's c_T, their backing levels."""
@@ -153,6 +154,11 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     answers: dict[Hashable, list] = {}  # job key -> the roots it answers, the first the one it searches
     answered: dict[Hashable, tuple] = {}  # job key -> its result, once it has ended
     order: list[tuple[str, int]] = []  # the roots ended, in order
+    # with `early`, a root searched on the c_T given so far before it was fed (a guess):
+    # root -> the c_T sets it was searched on, its pieces' results, and its pieces left to end
+    guessed: dict[tuple[str, int], dict[str, tuple]] = {}
+    pieces: dict[tuple[str, int], list] = {}
+    left: dict[tuple[str, int], int] = {}
 
     def levels(e: str, i: int) -> dict[str, set]:
         at = roots[e][i][1]
@@ -162,63 +168,116 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         return {t: [(held_by[e][t], j) for j, (_, at) in enumerate(roots[held_by[e][t]]) if at[t] in lv]
                 for t, lv in levels(e, i).items()}
 
-    def fed(e: str, i: int) -> bool:
-        """Whether the root's producers have given every c_T they can at its levels: at each,
-        every producer root backing the input there has ended or, at the top level, one has
-        with rows (a tensor backed at the top is under no loop: its one c_T is (top, ()),
+    def rows_of(p: tuple[str, int]) -> list:  # a root's results so far: itself once ended, else its pieces
+        r = ended.get(p)
+        return ([] if r is None else [r]) if p in ended else pieces.get(p, [])
+
+    def fed_input(e: str, i: int, t: str) -> bool:
+        """Whether input t's producer has given every c_T it can at the root's levels: at
+        each, every producer root backing it there has ended or, at the top level, one has
+        given rows (a tensor backed at the top is under no loop: its one c_T is (top, ()),
         docs/semantics.md §3)."""
-        for t, lv in levels(e, i).items():
-            p = held_by[e][t]
-            for level in lv:
-                parts = [(p, j) for j, (_, at) in enumerate(roots[p]) if at[t] == level]
-                if not all(q in ended for q in parts) and not (level == top and any(
-                        (r := ended.get(q)) is not None and len(r[0]) and r[2].complete for q in parts)):
-                    return False
+        p = held_by[e][t]
+        for level in levels(e, i)[t]:
+            parts = [(p, j) for j, (_, at) in enumerate(roots[p]) if at[t] == level]
+            if not all(q in ended for q in parts) and not (level == top and any(
+                    len(r[0]) and r[2].complete for q in parts for r in rows_of(q))):
+                return False
         return True
+
+    def given(e: str, i: int, t: str) -> tuple | None:
+        """The c_T input t's producer roots at the root's levels have given so far (None: one
+        was cut short, which restricts nothing)."""
+        got = [r for q in feeding(e, i)[t] for r in rows_of(q)]
+        if any(not r[2].complete for r in got):
+            return None
+        return tuple(sorted({c for r in got for c in producer_keys(workload, {held_by[e][t]: r[0]}, e)[t]
+                             if own[e].backing_allowed(t, c[0])}, key=repr))
+
+    def at_level(e: str, i: int, t: str, cts: tuple | None) -> bool:  # some c_T at the root's own level
+        return cts is None or any(c[0] == roots[e][i][1][t] for c in cts)
 
     def answer(key: Hashable, e: str, i: int) -> None:
         res, rep = answered[key], answers[key][0][0]
-        ended[e, i] = res if e == rep else (*rename(res[0], res[1], rep, e, workload), res[2])
+        res = res if e == rep else (*rename(res[0], res[1], rep, e, workload), res[2])
+        pieces.setdefault((e, i), []).append(res)
+        left[e, i] -= 1
+        if not left[e, i] and (e, i) not in waiting:  # (a guess's piece ends with more to come)
+            end(e, i)
+
+    def end(e: str, i: int) -> None:
+        got = pieces.get((e, i), [])
+        ended[e, i] = got[0] if len(got) == 1 else \
+            merge_parts((e, workload, arch, own[e], ("latency",), time_limit, None), got)
         order.append((e, i))
 
-    def start(e: str, i: int) -> tuple | None:
-        """The root's job if it is a new one; else it is not searched (`ended` None: no c_T of
-        its producers at its levels) or waits for a job alike up to names."""
-        sets = {}
-        for t, parts in feeding(e, i).items():
-            got = [r for p in parts if (r := ended.get(p)) is not None]
-            if any(not r[2].complete for r in got):
-                continue  # a producer cut short restricts nothing
-            sets[t] = tuple(sorted({c for r in got for c in producer_keys(workload, {held_by[e][t]: r[0]}, e)[t]
-                                    if own[e].backing_allowed(t, c[0])}, key=repr))
-            held[e].setdefault(t, set()).update(sets[t])
-        if any(not any(c[0] == roots[e][i][1][t] for c in cts) for t, cts in sets.items()):
-            ended[e, i] = None
-            return None
-        c = replace(own[e], tensor_key_sets={**own[e].tensor_key_sets, **sets})
+    def job(e: str, i: int, sets: dict[str, tuple | None], role: str) -> tuple | None:
+        """The root's search on `sets` if it is a new job, else None (answered by one alike up to names)."""
+        c = replace(own[e], tensor_key_sets={**own[e].tensor_key_sets,
+                                             **{t: cts for t, cts in sets.items() if cts is not None}})
         part = part_backings(e, workload, arch, c).index(roots[e][i])
-        key = (signature(e, workload, c), part)
+        key = (signature(e, workload, c), part, role)
         answers.setdefault(key, []).append((e, i))
+        left[e, i] = left.get((e, i), 0) + 1
         if key in answered:
             answer(key, e, i)
         return (key, (e, workload, arch, c, ("latency",), time_limit, None, False, max_rows, part)) \
             if len(answers[key]) == 1 else None
 
+    def start(e: str, i: int) -> list:
+        """The root's jobs once fed: its search on every c_T its producers give (only those
+        its guess did not search, if it had one), or none (`ended` None: no c_T at its level)."""
+        waiting.discard((e, i))
+        sets = {t: given(e, i, t) for t in held_by[e]}
+        for t, cts in sets.items():
+            held[e].setdefault(t, set()).update(cts or ())
+        if not all(at_level(e, i, t, cts) for t, cts in sets.items()):
+            ended[e, i] = None
+            return []
+        if (e, i) not in guessed:
+            return [x for x in [job(e, i, sets, "whole")] if x is not None]
+        # the rest of the product of the sets beyond the guess's: for each input guessed, its
+        # c_T not guessed, with the inputs before it as guessed and those after it whole
+        tried, out, rest = guessed[e, i], [], []
+        for k, t in enumerate(tried):  # (a producer cut short since: all of t's c_T again)
+            new = None if sets[t] is None else tuple(c for c in sets[t] if c not in set(tried[t]))
+            if new is None or new and at_level(e, i, t, new):
+                rest.append({**sets, **{u: tried[u] for u in list(tried)[:k]}, t: new})
+        for r in rest:
+            if (x := job(e, i, r, "rest")) is not None:
+                out.append(x)
+        if not left.get((e, i)):
+            end(e, i)
+        return out
+
+    def guess(e: str, i: int) -> list:
+        """With `early`: the root's search on the c_T its producers have given so far, when
+        each input has some at the root's level (its rows are real pmappings, so a join of
+        them meeting U is one; the rest of its c_T are searched once it is fed)."""
+        sets = {t: given(e, i, t) for t in held_by[e]}
+        if not all(cts is not None and at_level(e, i, t, cts) for t, cts in sets.items()):
+            return []
+        guessed[e, i] = {t: cts for t, cts in sets.items() if not fed_input(e, i, t)}
+        return [x for x in [job(e, i, sets, "guess")] if x is not None]
+
     def ready() -> list:
-        """The jobs of the roots whose producers' roots at their levels have all ended,
-        deepest Einsum first (they lead towards the graph's last roots)."""
+        """The jobs of the roots whose producers' roots at their levels have all ended, and
+        with `early` the guesses, deepest Einsum first (they lead towards the graph's last
+        roots)."""
         out, before = [], None
         while before != len(ended):
             before = len(ended)
             for e, i in sorted(waiting, key=lambda r: (-depth[r[0]], names.index(r[0]), r[1])):
-                if fed(e, i):
-                    waiting.discard((e, i))
-                    if (job := start(e, i)) is not None:
-                        out.append(job)
+                if all(fed_input(e, i, t) for t in held_by[e]):
+                    out += start(e, i)
+                elif early is not None and (e, i) not in guessed:
+                    out += guess(e, i)
         return out
 
-    def so_far() -> dict[str, tuple] | None:  # the rows of the roots ended, once every Einsum has some
-        got = {e: [r for i in range(len(roots[e])) if (r := ended.get((e, i))) is not None] for e in names}
+    def so_far() -> dict[str, tuple] | None:  # the rows of the roots ended and pieces, once every Einsum has some
+        got = {e: [r for i in range(len(roots[e])) for r in ([ended[e, i]] if (e, i) in ended else
+                                                              pieces.get((e, i), [])) if r is not None]
+               for e in names}
         if not all(any(len(r[0]) for r in rs) for rs in got.values()):
             return None
         return {e: merge_parts((e, workload, arch, own[e], ("latency",), time_limit, None), rs)
@@ -246,7 +305,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         results[e] = merge_parts((e, workload, arch, c, ("latency",), time_limit, None), got)
     return LatencyTables(results, {e: {t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()} for e in names},
                          {e: tuple(i for i in range(len(roots[e])) if (e, i) in ended and ended[e, i] is None)
-                          for e in names}, stop[0] if stop else None, tuple(order))
+                          for e in names}, stop[0] if stop else None, tuple(order), tuple(guessed))
 
 
 def _not_started(einsum: str, workload: Workload, arch: Arch, c: Constraints, root: int) -> tuple:

@@ -313,3 +313,73 @@ def test_a_root_reading_its_input_from_dram_starts_after_the_first_producer_root
     whole = einsum_at_a_time(w, a, budgets)
     for e in w.einsum_names:
         assert frontier(got.results[e][0], ("latency",)) == frontier(whole[e], ("latency",)), e
+
+
+def check_guesses(workload, arch, pick: int) -> None:
+    """With `early` (here never stopping), roots not yet fed are searched first on the c_T
+    given so far (a guess) and on the rest once fed: the same tables (frontiers, keys,
+    skipped roots) as without guesses, each row of a guess a real pmapping within its
+    budget."""
+    tables = {e: generate(e, workload, arch, objectives=("latency",))[0] for e in workload.einsum_names}
+    if any(t.empty for t in tables.values()) or (truth := search(tables, workload, arch, "latency")).best.empty:
+        return
+    bound = float(truth.best["latency"].iloc[0]) * (1.0, 1.05, 1.5)[pick % 3]
+    calls = []
+    plain = latency_slack_tables(workload, arch, bound, workers=1)
+    guessing = latency_slack_tables(workload, arch, bound, workers=1, early=lambda t: calls.append(t) and False)
+    assert guessing.early is None and plain.skipped == guessing.skipped and plain.keys == guessing.keys
+    assert not plain.guessed and set(guessing.order) == set(plain.order)
+    for e in workload.einsum_names:
+        assert guessing.results[e][2].complete
+        assert frontier(plain.results[e][0], ("latency",)) == frontier(guessing.results[e][0], ("latency",)), e
+    budgets = latency_slack_budgets(workload, arch, bound)
+    for got in calls:  # the rows so far: each within its budget and as the plain set keeps it
+        for e, (table, _, _) in got.items():
+            assert (table["latency"] <= budgets[e] * (1 + RTOL)).all()
+            assert all(dominated(row, plain.results[e][0], "latency") for _, row in table.iterrows()), e
+    _bump("roots guessed" if guessing.guessed else "no root guessed")
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_guessed_roots_keep_the_latency_set(problem, pick):
+    check_guesses(*problem, pick=pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
+def test_guessed_roots_keep_the_latency_set_long(problem, pick):
+    check_guesses(*problem, pick=pick)
+
+
+def test_a_guess_that_missed_c_t_searches_the_rest_once_fed():
+    """X = I, Y = X * W, Z = Y with a slow DRAM (0.25 GB/s) at 1.5 times the latency
+    optimum: Y's root with X in DRAM, which ends first, gives Y in the buffer fewer c_T than
+    its root with X in the buffer (re-reading X from DRAM under a loop over b is too slow),
+    so Z's root reading Y from the buffer, guessed after the first, misses some; searched
+    on the rest once fed, the tables are those without guesses and the Einsum-at-a-time
+    reference's."""
+    import arch as arch_specs
+    import workloads
+
+    w = workloads.load({"name": "chain", "rank_sizes": {"m": 4, "a": 4, "b": 2}, "bits": 8,
+                        "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,b] = Y[m,b]"]})
+    a = arch_specs.load({"name": "two", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "bandwidth": "0.25 GB/s"},
+        {"memory": "L1", "capacity": "16 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit"},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    tables = {e: generate(e, w, a, objectives=("latency",))[0] for e in w.einsum_names}
+    bound = 1.5 * float(search(tables, w, a, "latency").best["latency"].iloc[0])
+    plain = latency_slack_tables(w, a, bound, workers=1)
+    got = latency_slack_tables(w, a, bound, workers=1, early=lambda t: False)
+    y = got.results["Y"][0]
+    c_y = [(dict(k[0])["X"][0], dict(k[0])["Y"]) for k in y["compat"]]
+    first = {ct for x, ct in c_y if x == "L0" and ct[0] == "L1"}
+    assert got.guessed == (("Z", 1),) and first < {ct for _, ct in c_y if ct[0] == "L1"}
+    assert got.order.index(("Z", 1)) > got.order.index(("Y", 3))
+    whole = einsum_at_a_time(w, a, latency_slack_budgets(w, a, bound))
+    for e in w.einsum_names:
+        assert frontier(got.results[e][0], ("latency",)) == frontier(plain.results[e][0], ("latency",)), e
+        assert frontier(got.results[e][0], ("latency",)) == frontier(whole[e], ("latency",)), e
