@@ -11,14 +11,16 @@ faster than B. When the join finds none, every mapping is slower than B: the set
 that too, and the time-limited flow has to find the result.
 
 A mapping within B needs no complete set, only real pmappings: the set stops as soon as
-the rows of the roots ended join to one (`latency_slack_tables`' `early`). Only "every
-mapping is slower than B" needs it complete.
+the rows of the roots ended join to one (`latency_slack_tables`' `early`), and roots are
+searched on the c_T their producers have given so far before those end (guesses). Only
+"every mapping is slower than B" needs the set complete.
 
-The set completes at gpt3 batch 1 on tpuv4i (450 to 510 s on this 2-core machine; with
-the early stop, about 430 s, where the time-limited flow ends within 1.01x of B in about
-290 s); `ffm.map --objective latency` runs it first, within `seconds` of wall time, each
-root within half of that, and stops it as soon as one root is cut short (the set can no
-longer complete): at batch 64 V's first roots reach that cap.
+The set completes at gpt3 batch 1 on tpuv4i (450 to 510 s on this 2-core machine); with
+the early stop and guesses it meets B in about 115 s (docs/mapper.md, "Step 55"), where
+the time-limited flow ends within 1.01x of B in about 290 s. `ffm.map --objective
+latency` runs it first, within `seconds` of wall time, each root within half of that, and
+stops it as soon as one root is cut short (the set can no longer complete): at batch 64
+V's first roots reached that cap (Step 54, before guesses).
 """
 from __future__ import annotations
 

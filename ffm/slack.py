@@ -136,7 +136,14 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     Einsum with a root not searched for either reason is incomplete, its table empty.
     `early(tables)`, once every Einsum has rows, is given after each root ends the rows of
     the roots ended so far (per Einsum, `merge_parts`-style); returning True stops the set
-    at once, the roots running abandoned (`LatencyTables.early`)."""
+    at once, the roots running abandoned (`LatencyTables.early`). With `early`, a root not
+    yet fed whose inputs each have some c_T at its levels from the producer roots ended
+    (or guessed) so far is first searched on those (a guess, `LatencyTables.guessed`): its
+    rows are real pmappings, so a join of them meeting U is a mapping within U, long before
+    the roots it waits for end. Once fed it is searched on the rest of the product of its
+    inputs' c_T (none, mostly: the producer's first root usually gives every c_T the others
+    do); pruning is per compatibility group and the pieces' c_T differ, so the pieces
+    together keep what one search would (docs/pmapgen.md, "Guesses")."""
     names = [e for e in workload.einsum_names if einsums is None or e in einsums]
     budgets = latency_slack_budgets(workload, arch, bound)
     own = {e: replace((constraints or {}).get(e) or Constraints(), latency_budget=budgets[e]) for e in names}
