@@ -130,10 +130,10 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     there (docs/pmapgen.md, "One c_T at the top"). An input and its mirror image (QK's Q
     and K, `pmapgen.symmetry`) are held at both their levels, so the root's search keeps
     its mirror. Roots alike up to names (V's, K's and Q's) are searched once; each gets
-    `time_limit`. No root starts after
-    `deadline` (a `time.perf_counter()` value, which also cuts those running short), and
-    with `stop_when_incomplete` none after one is cut short (the set cannot complete); an
-    Einsum with a root not searched for either reason is incomplete, its table empty.
+    `time_limit`. No root starts after `deadline` (a `time.perf_counter()` value, which
+    also cuts those running short), and with `stop_when_incomplete` none after one is cut
+    short (the set cannot complete); an Einsum with a root not searched for either reason
+    is incomplete, its table empty.
     `early(tables)`, once every Einsum has rows, is given after each root ends the rows of
     the roots ended so far (per Einsum, `merge_parts`-style); returning True stops the set
     at once, the roots running abandoned (`LatencyTables.early`). With `early`, a root not
@@ -282,9 +282,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         return out
 
     def so_far() -> dict[str, tuple] | None:  # the rows of the roots ended and pieces, once every Einsum has some
-        got = {e: [r for i in range(len(roots[e])) for r in ([ended[e, i]] if (e, i) in ended else
-                                                              pieces.get((e, i), [])) if r is not None]
-               for e in names}
+        got = {e: [r for i in range(len(roots[e])) for r in rows_of((e, i))] for e in names}
         if not all(any(len(r[0]) for r in rs) for rs in got.values()):
             return None
         return {e: merge_parts((e, workload, arch, own[e], ("latency",), time_limit, None), rs)

@@ -284,21 +284,27 @@ def test_the_roots_graph_in_worker_processes_keeps_what_it_keeps_in_one(problem)
     _bump("checked in two workers")
 
 
+def chain(a: int, capacity: str, dram: dict | None = None):
+    """(workload, arch): X[m,a] = I[m,a], Y[m,b] = X[m,a] * W0[a,b], Z[m,b] = Y[m,b] (m 4, b
+    2) on DRAM (`dram`: more of its fields) and one buffer of `capacity`."""
+    import arch as arch_specs
+    import workloads
+
+    w = workloads.load({"name": "chain", "rank_sizes": {"m": 4, "a": a, "b": 2}, "bits": 8,
+                        "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,b] = Y[m,b]"]})
+    return w, arch_specs.load({"name": "two", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit", **(dram or {})},
+        {"memory": "L1", "capacity": capacity, "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit"},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+
+
 def test_a_root_reading_its_input_from_dram_starts_after_the_first_producer_root_writing_it_there():
     """X = I, Y = X * W, Z = Y on DRAM and a buffer, no bandwidth limit (every pmapping at its
     compute time, so every root keeps rows): Y has two roots backing Y in DRAM (X in DRAM,
     X in the buffer). Y backed in DRAM has one c_T, (DRAM, ()), so Z's roots reading Y
     from DRAM start as soon as the first of them ends (one process: before the second),
     and the tables are the Einsum-at-a-time reference's."""
-    import arch as arch_specs
-    import workloads
-
-    w = workloads.load({"name": "chain", "rank_sizes": {"m": 4, "a": 2, "b": 2}, "bits": 8,
-                        "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,b] = Y[m,b]"]})
-    a = arch_specs.load({"name": "two", "clock": "1 GHz", "levels": [
-        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit"},
-        {"memory": "L1", "capacity": "64 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit"},
-        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    w, a = chain(a=2, capacity="64 B")
     tables = {e: generate(e, w, a, objectives=("latency",))[0] for e in w.einsum_names}
     bound = float(search(tables, w, a, "latency").best["latency"].iloc[0])
     got = latency_slack_tables(w, a, bound, workers=1)
@@ -360,16 +366,7 @@ def test_a_guess_that_missed_c_t_searches_the_rest_once_fed():
     so Z's root reading Y from the buffer, guessed after the first, misses some; searched
     on the rest once fed, the tables are those without guesses and the Einsum-at-a-time
     reference's."""
-    import arch as arch_specs
-    import workloads
-
-    w = workloads.load({"name": "chain", "rank_sizes": {"m": 4, "a": 4, "b": 2}, "bits": 8,
-                        "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,b] = Y[m,b]"]})
-    a = arch_specs.load({"name": "two", "clock": "1 GHz", "levels": [
-        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
-         "bandwidth": "0.25 GB/s"},
-        {"memory": "L1", "capacity": "16 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit"},
-        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    w, a = chain(a=4, capacity="16 B", dram={"bandwidth": "0.25 GB/s"})
     tables = {e: generate(e, w, a, objectives=("latency",))[0] for e in w.einsum_names}
     bound = 1.5 * float(search(tables, w, a, "latency").best["latency"].iloc[0])
     plain = latency_slack_tables(w, a, bound, workers=1)
