@@ -193,9 +193,10 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     proof proves neither optimal: `ffm.latency_bound` may). Latency with a time limit first
     runs the latency set at that bound (`ffm.latency_proof`, within `latency_set_time`
     seconds of wall; None or 0: not run): when its tables, complete or as far as its roots
-    got, join to a mapping at the bound, that is the result, proven, and nothing else runs. Raises SpecError for bad input
-    and NoValidMapping (naming the capacity each finite level would need) when nothing fits,
-    NothingFoundInTime when the time limit cut pmapgen short before any valid mapping.
+    got, join to a mapping at the bound, that is the result, proven, and nothing else
+    runs. Raises SpecError for bad input and NoValidMapping (naming the capacity each
+    finite level would need) when nothing fits, NothingFoundInTime when the time limit
+    cut pmapgen short before any valid mapping.
     """
     _check_choice(objective, OBJECTIVES, "objective")
     _check_choice(mapspace, MAPSPACES, "mapspace")
