@@ -80,6 +80,7 @@ from ffm.refine import Refinement, refine
 from ffm.wildcards import WildcardBound
 from pmapgen import Constraints, Stats, generate_all
 from pmapgen.all_einsums import Workers, union
+from pmapgen.constraints import with_latency
 from pmapgen.generate import held_within
 from pmapgen.prefixes import energy_lower_bound
 from pmapgen.turn import TURN
@@ -196,11 +197,12 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
     join_tables = join_tables or (lambda tabs, name, known: search(tabs, workload, arch, "energy", known=known))
 
     costs: dict[str, tuple[int, ...]] = {}  # each Einsum's last search: prefixes per part (`Stats.parts`)
+    objectives = with_latency(("energy",), *(constraints or {}).values())  # (latency budgets: `ffm.latency_proof`)
 
     def run(budgets: dict[str, float], name: str, stop: bool, rising: bool = False, einsums: tuple = order,
             max_rows: int | None = None):
         # each Einsum's parts in a raise start most costly first, by its last search (`split_searches`)
-        res = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
+        res = generate_all(workload, arch, constraints, objectives=objectives, workers=workers, progress=progress,
                            time_limit=time_limit, budgets=budgets, stop_when_incomplete=stop, desc=f"proof: {name}",
                            rising=rising, einsums=einsums, max_rows=max_rows, costs=costs)
         steps.append((name, {e: r[2] for e, r in res.items()}))

@@ -21,18 +21,28 @@ the time-limited flow ends within 1.01x of B in about 290 s. `ffm.map --objectiv
 latency` runs it first, within `seconds` of wall time, each root within half of that, and
 stops it as soon as one root is cut short (the set can no longer complete): at batch 64
 V's first roots reached that cap (Step 54, before guesses).
+
+Before the set, `ffm.map` tries a faster proof (`prove_at_floors`, docs/mapper.md "Step
+56"). B is the sum of the Einsums' latency floors and a mapping's latency the sum of its
+Einsums', each at least its floor; so a mapping has latency B exactly when every Einsum's
+pmapping is at its floor. The energy proof (`ffm.budgets.prove_energy`) with every Einsum
+held to its floor (`Constraints.latency_budget`) therefore finds the least energy over the
+mappings at B: any mapping it finds is latency-optimal, and when it completes it is the
+least-energy one among them, the latency end of the energy-latency frontier. An Einsum
+with no pmapping within its floor proves that no mapping meets B.
 """
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import pandas as pd
 
 from arch.model import Arch
-from ffm.budgets import PROOF_ROWS
-from ffm.latency_bound import latency_lower_bound
+from ffm.budgets import PROOF_ROWS, Proof, prove_energy
+from ffm.latency_bound import einsum_latency_floor, latency_lower_bound
 from ffm.search import BOUND_RTOL, SearchResult
 from ffm.slack import latency_slack_tables
 from pmapgen import Constraints
@@ -110,6 +120,62 @@ def prove_latency(workload: Workload, arch: Arch, constraints: dict[str, Constra
     if all(st.complete for _, _, st in tables.values()):
         found = join({e: t for e, (t, _, _) in tables.items()})
     return LatencyProof(bound, tables, time.perf_counter() - start, found)
+
+
+@dataclass(frozen=True, eq=False)
+class FloorsProof:
+    """What the energy proof with every Einsum held to its latency floor gave (module
+    docstring): the bound B (seconds, the floors' sum), the proof's tables per Einsum
+    (`generate_all`-style), its best mapping (an energy join over them; None if none was
+    found), the energy proof's account, and its wall seconds."""
+    bound: float
+    tables: dict[str, tuple]
+    found: SearchResult | None
+    proof: Proof
+    seconds: float
+
+    @property
+    def met(self) -> bool:
+        """Whether it found a mapping at the bound (so a latency optimum)."""
+        return _within(self.found, self.bound)
+
+    @property
+    def least(self) -> bool:
+        """Whether that mapping is the least-energy one of every mapping at the bound: the
+        proof completed."""
+        return self.met and self.proof.proven
+
+    @property
+    def above(self) -> bool:
+        """Whether some Einsum has no pmapping within its floor (its search complete), so
+        every mapping takes longer than the bound."""
+        return math.isinf(self.proof.lower)
+
+
+def floor_constraints(workload: Workload, arch: Arch,
+                      constraints: dict[str, Constraints] | None = None) -> dict[str, Constraints]:
+    """Each Einsum's constraints with its latency held to its floor
+    (`ffm.latency_bound.einsum_latency_floor`), within `BOUND_RTOL`."""
+    given = constraints or {}
+    return {e: replace(given.get(e) or Constraints(),
+                       latency_budget=einsum_latency_floor(e, workload, arch) * (1 + BOUND_RTOL))
+            for e in workload.einsum_names}
+
+
+def prove_at_floors(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None,
+                    time_limit: float | None, workers: int | None = None, progress: bool = False,
+                    join_tables: Callable[[dict[str, pd.DataFrame], str, float | None], SearchResult] | None = None
+                    ) -> FloorsProof:
+    """The energy proof (`ffm.budgets.prove_energy`, searches of `time_limit` seconds each,
+    `join_tables` its energy joins) with every Einsum held to its latency floor
+    (`floor_constraints`): the least-energy mapping at the latency bound, if any (module
+    docstring). The bound is `ffm.latency_bound`'s, which this relies on being the floors'
+    sum."""
+    start = time.perf_counter()
+    bound = latency_lower_bound(workload, arch)
+    tables, found, proof = prove_energy(workload, arch, math.inf, {}, floor_constraints(workload, arch, constraints),
+                                        time_limit, workers, progress, join_tables)
+    return FloorsProof(bound, tables or {}, found, proof, time.perf_counter() - start)
 
 
 def _within(found: SearchResult | None, bound: float) -> bool:

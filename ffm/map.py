@@ -65,9 +65,14 @@ def _parser() -> argparse.ArgumentParser:
                         f"result; pareto: the frontier's lowest-energy point) provably optimal where it completes "
                         f"(default {DEFAULT_PROOF_TIME:g}; 0: no proof)")
     p.add_argument("--latency-set", type=_seconds, default=LATENCY_SET_TIME, metavar="SECONDS",
-                   help=f"latency with a time limit: wall seconds for the latency set at the latency bound, run "
-                        f"first; when its tables join to a mapping at the bound the result is proven optimal and "
-                        f"nothing else runs (default {LATENCY_SET_TIME:g}; 0: not run)")
+                   help=f"latency with a time limit and --no-floors-proof: wall seconds for the latency set at "
+                        f"the latency bound, run first; when its tables join to a mapping at the bound the result "
+                        f"is proven optimal and nothing else runs (default {LATENCY_SET_TIME:g}; 0: not run)")
+    p.add_argument("--no-floors-proof", action="store_true",
+                   help="latency, edp and pareto with a time limit: skip the energy proof with every Einsum held "
+                        "to its latency floor, which runs first and, where it finds a mapping at the latency "
+                        "bound, gives the least-energy latency optimum (latency: the result; pareto: the "
+                        "frontier's least-latency point)")
     p.add_argument("--no-descent", action="store_true",
                    help="every objective, when pmapgen was cut short and the proof did not complete: skip the "
                         "coordinate descent that searches each Einsum again within its compatibility group, and "
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                               variables=variables, progress=not args.no_progress,
                               time_limit=args.time_limit or None, prove=args.proof_time > 0,
                               proof_time_limit=args.proof_time, descent=not args.no_descent,
-                              latency_set_time=args.latency_set)
+                              latency_set_time=args.latency_set, floors_proof=not args.no_floors_proof)
         if args.out:  # before printing: a closed pipe (| head) must not lose the export
             save_json(result.export(), args.out, force=args.force)
         print(result_text(result) + (f"\n\nWrote {args.out}" if args.out else ""))

@@ -20,7 +20,7 @@ from ffm.capacity import NoValidMapping, NothingFoundInTime, needed_capacities
 from ffm.descent import Descent, descend
 from ffm.join import join
 from ffm.latency_bound import latency_lower_bound
-from ffm.latency_proof import LATENCY_SET_TIME, LatencyProof, prove_latency
+from ffm.latency_proof import LATENCY_SET_TIME, FloorsProof, LatencyProof, prove_at_floors, prove_latency
 from ffm.search import BOUND_RTOL, OBJECTIVES, criteria, full_mapping, search
 from looptree.evaluation import Evaluation, evaluate
 from looptree.mapping_io import export
@@ -54,6 +54,9 @@ class MapStats:
     latency_lower: float | None = None
     bound_reached: bool = False
     latency_proof: LatencyProof | None = None  # latency with a time limit: the set at the bound, run first
+    # latency, EDP and pareto with a time limit: the energy proof with every Einsum held to
+    # its latency floor, run before all else (`ffm.latency_proof.prove_at_floors`)
+    floors: FloorsProof | None = None
 
     @property
     def exhaustive(self) -> bool:
@@ -73,6 +76,13 @@ class MapStats:
         if self.objective != "energy":
             return self.exhaustive
         return self.exhaustive or (self.proof is not None and self.proof.proven)
+
+    @property
+    def latency_end(self) -> bool:
+        """pareto: whether the frontier's least-latency point is exact: the latency optimum
+        and the least energy at it (pmapgen exhaustive, or the energy proof at the latency
+        floors completed with a mapping at the bound)."""
+        return self.exhaustive or (self.floors is not None and self.floors.least)
 
     @property
     def energy_end(self) -> bool:
@@ -139,7 +149,8 @@ class MapResult:
         edp = energy * latency if energy is not None and latency is not None else None
         out = {"proven": s.complete, "lower_bounds": {"energy_pJ": energy, "latency_s": latency, "edp": edp}}
         if self.objective == "pareto":
-            return {**out, "energy_end_proven": s.energy_end, "latency_end_proven": s.exhaustive or s.bound_reached}
+            return {**out, "energy_end_proven": s.energy_end, "latency_end_proven": s.exhaustive or s.bound_reached,
+                    "latency_end_least_energy": s.latency_end}
         value, low = {"energy": (ev.energy_pJ, energy), "latency": (ev.latency_s, latency),
                       "edp": (ev.edp, edp)}[self.objective]
         return {**out, "within": 1.0 if s.complete else value / low if low else None}
@@ -172,7 +183,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         progress: bool = True, constraints: dict[str, Constraints] | None = None,
         workers: int | None = None, time_limit: float | None = None, prove: bool = True,
         proof_time_limit: float | None = None, descent: bool = True,
-        latency_set_time: float | None = LATENCY_SET_TIME) -> MapResult:
+        latency_set_time: float | None = LATENCY_SET_TIME, floors_proof: bool = True) -> MapResult:
     """The optimal fused mapping(s) of `workload` on `arch` for `objective` (energy, latency,
     edp, or pareto: the energy-latency frontier).
 
@@ -189,14 +200,19 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     `result.stats.proof` / `result.stats.descent` say how far they got. For pareto with a
     time limit the proof runs first too and pmapgen's tables join its tables: a completed
     proof makes the frontier's lowest-energy point the energy optimum (`stats.energy_end`);
-    latency and EDP run the same flow, then their own join of every table found (the
-    proof proves neither optimal: `ffm.latency_bound` may). Latency with a time limit first
-    runs the latency set at that bound (`ffm.latency_proof`, within `latency_set_time`
-    seconds of wall; None or 0: not run): when its tables, complete or as far as its roots
-    got, join to a mapping at the bound, that is the result, proven, and nothing else
-    runs. Raises SpecError for bad input and NoValidMapping (naming the capacity each
-    finite level would need) when nothing fits, NothingFoundInTime when the time limit
-    cut pmapgen short before any valid mapping.
+    latency and EDP run the same flow, then their own join of every table found (the proof
+    proves neither optimal: `ffm.latency_bound` may). Before all that, with `prove` and
+    `floors_proof`, latency, EDP and pareto run the energy proof with every Einsum held to
+    its latency floor (`ffm.latency_proof.prove_at_floors`, `result.stats.floors`): a
+    mapping it finds is at the latency bound, so latency-optimal, and the least energy at it
+    when the proof completes. For latency it is then the result and nothing else runs; for
+    EDP and pareto its tables join their join. Latency may run the latency set at that bound
+    instead (`ffm.latency_proof.prove_latency`, within `latency_set_time` seconds of wall;
+    None or 0: not run; only without the floors proof): when its tables, complete or as far
+    as its roots got, join to a mapping at the bound, that is the result, proven, and
+    nothing else runs. Raises SpecError for bad input and NoValidMapping (naming the
+    capacity each finite level would need) when nothing fits, NothingFoundInTime when the
+    time limit cut pmapgen short before any valid mapping.
     """
     _check_choice(objective, OBJECTIVES, "objective")
     _check_choice(mapspace, MAPSPACES, "mapspace")
@@ -239,10 +255,23 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     # it completes, that pmapgen is not needed at all (docs/mapper.md, "Step 25"). Only when
     # it does not are pmapgen's tables built, for the join and coordinate descent. For pareto
     # and EDP they are always built, for the points of lower latency
-    # latency: the set at the bound first; when its join meets the bound the result is proven
-    # and the energy flow is not needed (docs/mapper.md, "Step 54")
+    # latency, EDP and pareto: first the energy proof with every Einsum held to its latency
+    # floor (docs/mapper.md, "Step 56"). A mapping it finds is at the latency bound, so
+    # latency-optimal, and the least energy at it once the proof completes: for latency that
+    # is the result, and nothing else runs
+    floors = None
+    if objective != "energy" and time_limit is not None and prove and floors_proof:
+        floors = prove_at_floors(w, a, constraints, time_limit if proof_time_limit is None else proof_time_limit,
+                                 workers, progress, join_tables)
+        seconds["floors proof"] = floors.seconds
+        if objective == "latency" and floors.met:
+            results, found = floors.tables, floors.found
+    # latency without the floors proof: the set at the bound; when its join meets the bound
+    # the result is proven and the energy flow is not needed (docs/mapper.md, "Step 54").
+    # Not after the floors proof: where that finds no mapping at the bound (gpt3 batch 64, in
+    # about 300 s) the set, whose searches are heavier, finds none either (Step 56)
     latency_proof = None
-    if objective == "latency" and time_limit is not None and latency_set_time:
+    if objective == "latency" and time_limit is not None and latency_set_time and floors is None:
         latency_proof = prove_latency(w, a, constraints, latency_set_time,
                                       # (no bar: it joins after each root once every Einsum has rows)
                                       lambda tabs: _search(tabs, w, a, objective, False, "join (latency set)"),
@@ -250,7 +279,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         seconds["latency set"] = latency_proof.seconds
         if latency_proof.met:
             results, found = latency_proof.tables, latency_proof.found
-    done = latency_proof is not None and latency_proof.met
+    done = (latency_proof is not None and latency_proof.met) or (objective == "latency" and floors is not None
+                                                                   and floors.met)
     proof = None
     if prove and flow == "energy" and time_limit is not None and not done:
         def seed() -> tuple[dict, float]:  # the proof's minima join held no mapping: pmapgen's, if any
@@ -273,6 +303,11 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         # latency, pareto and EDP after a completed proof: the energy join of these tables would only
         # feed the descent, which does not run; the objective's own join below takes them
         run_pmapgen(join_them=not (flow != objective and proof is not None and proof.proven))
+    if floors is not None and floors.met and flow != objective:  # pareto, EDP: its tables join the objective's join
+        if found is None or found.best.empty:  # (the first tables of a union keep their labels)
+            results, found = (union(floors.tables, results) if results else floors.tables), floors.found
+        else:
+            results = union(results, floors.tables)
     exhaustive = bool(generated) and all(s.complete for _, _, s in generated.values())
     nothing = found is None or found.best.empty
 
@@ -315,7 +350,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     else:
         reached = lower is not None and min(ev.latency_s for ev in evaluations) <= lower * (1 + BOUND_RTOL)
     stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents), objective, lower, reached,
-                     latency_proof)
+                     latency_proof, floors)
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 
 

@@ -55,6 +55,7 @@ from ffm.search import SearchResult, search
 from ffm.wildcards import cut_keys
 from pmapgen import Constraints
 from pmapgen.all_einsums import Workers, rename, signature, split_searches, union
+from pmapgen.constraints import with_latency
 from pmapgen.generate import ROW_LIMIT
 from pmapgen.key_budgets import KeyBudgets
 from pmapgen.symmetry import key_mirror, mirror_result
@@ -352,7 +353,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         return True
 
     def job(group: tuple, beta: float) -> tuple:
-        return (e, group), (e, workload, arch, keyed(group), ("energy",), time_limit, beta, False, max_rows)
+        c = keyed(group)
+        return (e, group), (e, workload, arch, c, with_latency(("energy",), c), time_limit, beta, False, max_rows)
 
     order = sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1]))
     if own_budgets:
@@ -387,7 +389,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         src = done.get((e, group))
         if (e, image) in done or src is None:  # answered by `searched` after all, or its image not started
             continue
-        done[e, image] = res = mirror_result(src, mirror, e, workload, arch, ("energy",), keyed(group))
+        done[e, image] = res = mirror_result(src, mirror, e, workload, arch, with_latency(("energy",), keyed(group)),
+                                                     keyed(group))
         if res[2].complete:
             searched[sigs[e, image]] = ({k: betas[k] for k in groups[image]} if group in held else
                                         max(betas[k] for k in groups[group]), e, res)

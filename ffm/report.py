@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ffm.budgets import Proof
 from ffm.descent import Descent
-from ffm.latency_proof import LatencyProof
+from ffm.latency_proof import FloorsProof, LatencyProof
 from ffm.mapper import MapResult, MapStats
 from looptree.render import edp_text, energy_text, report_text, time_text
 
@@ -39,6 +39,9 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
     else:
         lines.append("  pmapgen: not run (" + ("the latency set at the bound gave the result, below)"
                                                if stats.latency_proof is not None and stats.latency_proof.met else
+                                               "the energy proof at the latency floors gave the result, below)"
+                                               if stats.objective == "latency" and stats.floors is not None
+                                               and stats.floors.met else
                                                "the energy proof ran first and completed; its searches are below)"))
         lines.append("  partial mappings kept after each join step: "
                      + ", ".join(f"{e} {k:,}" for e, k in stats.join_steps))
@@ -54,6 +57,8 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
                                f"below say is about the least energy found, not this result; {join} then searched "
                                f"every table they found (docs/mapper.md, \"Time limit\").", 100,
                                initial_indent="  ", subsequent_indent="    ")
+    if stats.floors is not None:
+        lines += floors_proof_lines(stats.floors, stats.objective)
     if stats.latency_proof is not None:
         lines += latency_proof_lines(stats.latency_proof)
     for d in stats.descent:  # after the proof, when it ran and could not complete (`ffm.map`)
@@ -92,6 +97,32 @@ def cut_text(stats, what: str = "") -> str:
         (limit,) = by
         return f"{n}{what} cut short" + (f" by the {limit}" if limit else "")
     return f"{n}{what} cut short, " + " and ".join(f"{k} by the {limit or 'deadline'}" for limit, k in by.items())
+
+
+def floors_proof_lines(fp: FloorsProof, objective: str) -> list[str]:
+    """What the energy proof at the latency floors (`ffm.latency_proof.prove_at_floors`, run
+    first for latency, EDP and pareto) gave: the least energy at the latency bound, a
+    mapping at the bound, no mapping at it, or nothing found."""
+    what = (f"Energy proof at the latency floors (every Einsum held to its own latency floor, so every mapping "
+            f"found takes the bound, {time_text(fp.bound)})")
+    used = {"latency": "it is the result, and nothing else ran",
+            "pareto": "it is the frontier's least-latency point",
+            "edp": "the EDP join below took its tables too"}[objective]
+    if fp.least:
+        text = (f"{what}: complete in {fp.seconds:.1f} s. Its least-energy mapping, "
+                f"{energy_text(float(fp.found.best['energy'].iloc[0]))}, is the least energy of every mapping "
+                f"at the bound, which no mapping beats for latency: {used}.")
+    elif fp.met:
+        text = (f"{what}: not complete after {fp.seconds:.1f} s, but it found a mapping at the bound "
+                f"({energy_text(float(fp.found.best['energy'].iloc[0]))}, perhaps not the least energy there): "
+                f"{used}.")
+    elif fp.above:
+        why = (f"{', '.join(fp.proof.incomplete)} has no pmapping within its floor" if fp.proof.incomplete else
+               "its tables, complete, join to no mapping")
+        text = f"{what}: {why}, so every mapping takes longer than {time_text(fp.bound)} ({fp.seconds:.1f} s)."
+    else:
+        text = f"{what}: found no mapping in {fp.seconds:.1f} s; not proven that none exists."
+    return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
 
 
 def latency_proof_lines(lp: LatencyProof) -> list[str]:

@@ -66,6 +66,14 @@ class Constraints:
         return dim not in self.spatial or rank in self.spatial[dim]
 
 
+def with_latency(objectives, *constraints: "Constraints | None") -> tuple[str, ...]:
+    """`objectives`, with latency added when any of `constraints` holds a latency budget:
+    what a search for the least energy within latency budgets (`ffm.latency_proof`'s
+    energy proof at the latency floors) compares, so that `check_latency_budget` holds."""
+    bounded = any(c is not None and c.latency_budget is not None for c in constraints)
+    return tuple(objectives) + (("latency",) if bounded and "latency" not in objectives else ())
+
+
 def check_latency_budget(constraints: Constraints, objectives) -> None:
     """A latency budget prunes by latency, so latency must be a criterion: with energy alone,
     a row over the budget could dominate, and so drop, one within it."""

@@ -2,7 +2,8 @@
 within U exactly when one exists, checked against the exhaustive latency optimum (every
 legal pmapping of every Einsum, joined); at `ffm.latency_bound`'s B that is the optimum;
 the set cut short (its deadline, or a root cut short) proves nothing; and `ffm.map
---objective latency` takes its result, proven, or falls back to the time-limited flow."""
+--objective latency` without the floors proof (tests/test_floors_proof.py) takes its result,
+proven, or falls back to the time-limited flow."""
 from __future__ import annotations
 
 from unittest import mock
@@ -117,7 +118,7 @@ def test_map_takes_the_set_s_result_when_it_meets_the_bound():
     the report says why; with the set off, the time-limited flow runs as before."""
     w, a = mm2()
     exact = ffm.map(w, a, objective="latency", progress=False, workers=1)
-    r = ffm.map(w, a, objective="latency", progress=False, workers=1, time_limit=1e-9)
+    r = ffm.map(w, a, objective="latency", progress=False, workers=1, time_limit=1e-9, floors_proof=False)
     lp = r.stats.latency_proof
     assert lp.met and r.stats.complete and r.stats.bound_reached and r.evaluation.valid
     assert np.isclose(r.evaluation.latency_s, exact.evaluation.latency_s, rtol=RTOL)
@@ -131,7 +132,7 @@ def test_map_takes_the_set_s_result_when_it_meets_the_bound():
     assert ("Its join found a mapping at the bound, so no mapping is faster" in words) != lp.early
     assert ("as soon as the rows of the roots searched so far joined to a mapping at the bound" in words) == lp.early
     off = ffm.map(w, a, objective="latency", progress=False, workers=1, time_limit=1e-9, latency_set_time=0,
-                  proof_time_limit=60.0)
+                  proof_time_limit=60.0, floors_proof=False)
     assert off.stats.latency_proof is None and off.stats.proof is not None and "latency set" not in off.stats.seconds
 
 
@@ -148,7 +149,8 @@ def test_map_falls_back_to_the_flow_when_the_set_proves_the_bound_unmet():
     exact = ffm.map(w, a, objective="latency", progress=False, workers=1)
     low = latency_lower_bound(w, a)
     assert exact.evaluation.latency_s > low * (1 + RTOL)  # (20 ns against 16: Y cannot stay on chip)
-    kw = dict(objective="latency", progress=False, workers=1, time_limit=1e-9, proof_time_limit=60.0)
+    kw = dict(objective="latency", progress=False, workers=1, time_limit=1e-9, proof_time_limit=60.0,
+              floors_proof=False)
     r = ffm.map(w, a, **kw)
     off = ffm.map(w, a, latency_set_time=0, **kw)
     lp = r.stats.latency_proof

@@ -107,7 +107,8 @@ def test_cli_report_and_out_overwrite_rules(specs, tmp_path, capsys):
     text = capsys.readouterr().out
     for piece in ("Energy-latency frontier (2 points", "lowest-EDP point", "Energy ", "Latency ", "EDP ",
                   "Kept on chip (fused):", "Energy by level and tensor:", "LoopTree:", "- (MAC) Y[m,b] = X[m,a] * W1[a,b]",
-                  "Mapper statistics:", "time: proof", " s, pmapgen ", "point 0 is the proven energy optimum"):
+                  "Mapper statistics:", "time: floors proof", " s, proof ", " s, pmapgen ",
+                  "point 0 is the proven energy optimum", "Energy proof at the latency floors"):
         assert piece in text, piece
     first = out.read_text()
     assert json.loads(first)["objective"] == "pareto" and len(json.loads(first)["pareto"]) == 2
@@ -310,13 +311,15 @@ def test_latency_with_a_time_limit_joins_the_energy_flow_s_tables(specs, results
     found: with pmapgen cut short before it keeps anything, the result is the least latency
     over the proof's tables, exactly the pareto frontier's least latency over the same
     tables, no slower than the EDP result, no faster than the exhaustive latency optimum,
-    and a real mapping of that latency. (The latency set at the bound, which runs first, is
-    turned off: this checks the flow it falls back to; tests/test_latency_proof.py the set.)"""
+    and a real mapping of that latency. (The floors proof and the latency set at the bound,
+    which run first, are turned off: this checks the flow they fall back to;
+    tests/test_floors_proof.py and tests/test_latency_proof.py check them.)"""
     import math
 
     from ffm.capacity import NothingFoundInTime
     from ffm.report import result_text
-    kw = dict(progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf, latency_set_time=0)
+    kw = dict(progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf, latency_set_time=0,
+              floors_proof=False)
     r = ffm.map(*specs, objective="latency", **kw)
     assert all(s.kept == 0 and not s.complete for s in r.stats.pmapgen.values())  # pmapgen gave nothing
     assert r.stats.proof.proven and r.stats.complete == r.stats.bound_reached

@@ -1,0 +1,126 @@
+"""The energy proof at the latency floors (`ffm.latency_proof.prove_at_floors`): with every
+Einsum held to its own latency floor it finds a mapping exactly when one meets the latency
+bound B, and when it completes that mapping has the least energy of every mapping at B,
+checked against the exhaustive energy-latency frontier (every legal pmapping of every
+Einsum, joined); an Einsum with no pmapping within its floor proves B unmet. And `ffm.map`
+takes its result for latency, and joins its tables for pareto and EDP."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import ffm
+from ffm.latency_bound import latency_lower_bound
+from ffm.latency_proof import prove_at_floors
+from ffm.report import result_text
+from ffm.search import search
+from pmapgen import generate
+from tests.test_latency_proof import mm2
+from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
+
+
+def check_floors_proof(workload, arch) -> None:
+    """met exactly when the exhaustive frontier's least latency is B; then, the proof
+    complete, the mapping found is at B with the frontier's least energy there."""
+    generated = {e: generate(e, workload, arch) for e in workload.einsum_names}
+    tables = {e: g[0] for e, g in generated.items()}
+    if any(t.empty for t in tables.values()) or (frontier := search(tables, workload, arch, "pareto").best).empty:
+        _bump("no valid mapping")
+        return
+    fastest = frontier.loc[frontier["latency"].idxmin()]
+    low = latency_lower_bound(workload, arch)
+    exists = float(fastest["latency"]) <= low * (1 + RTOL)
+    fp = prove_at_floors(workload, arch, None, 60.0, workers=1)
+    assert fp.met == exists, (float(fastest["latency"]), low)
+    assert not (fp.above and exists)
+    if not exists:
+        _bump("B above: Einsum with none within its floor" if fp.above else "B above: no join")
+        return
+    assert fp.proof.proven and fp.least
+    ev = chosen(fp.found, {e: r[0] for e, r in fp.tables.items()}, {e: r[1] for e, r in fp.tables.items()},
+                workload, arch)
+    assert np.isclose(ev.latency_s, low, rtol=RTOL)
+    assert np.isclose(ev.energy_pJ, float(fastest["energy"]), rtol=RTOL), (ev.energy_pJ, float(fastest["energy"]))
+    _bump("B met, least energy there")
+
+
+@settings(max_examples=15, **SETTINGS)
+@given(problems(max_levels=2))
+def test_the_floors_proof_finds_the_least_energy_at_the_latency_bound(problem):
+    check_floors_proof(*problem)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(problems(sizes=(2, 3, 4)))
+def test_the_floors_proof_finds_the_least_energy_at_the_latency_bound_long(problem):
+    check_floors_proof(*problem)
+
+
+def test_map_takes_the_floors_proof_s_result_for_latency():
+    """tests/test_map.py's mm2 meets its latency bound: `ffm.map --objective latency` with a
+    time limit (pmapgen would be cut short before keeping anything) returns the floors
+    proof's mapping: at the bound, with the exhaustive frontier's least energy there (the
+    exhaustive latency join, which breaks no ties, returns a costlier one), proven, with
+    nothing else run, and the report says why."""
+    w, a = mm2()
+    frontier = ffm.map(w, a, objective="pareto", progress=False, workers=1).evaluations
+    fastest = min(frontier, key=lambda ev: (ev.latency_s, ev.energy_pJ))
+    r = ffm.map(w, a, objective="latency", progress=False, workers=1, time_limit=1e-9, proof_time_limit=60.0)
+    fp = r.stats.floors
+    assert fp.least and r.stats.complete and r.stats.bound_reached and r.evaluation.valid
+    assert np.isclose(r.evaluation.latency_s, latency_lower_bound(w, a), rtol=RTOL)
+    assert np.isclose(r.evaluation.latency_s, fastest.latency_s, rtol=RTOL)
+    assert np.isclose(r.evaluation.energy_pJ, fastest.energy_pJ, rtol=RTOL)
+    assert r.stats.latency_proof is None and r.stats.proof is None and not r.stats.pmapgen and not r.stats.descent
+    assert set(r.stats.seconds) == {"floors proof", "evaluation"}
+    assert r.optimality()["proven"] and r.optimality()["within"] == 1.0
+    words = " ".join(result_text(r).split())
+    assert "mm2 on fan2: optimal for latency" in words
+    assert "pmapgen: not run (the energy proof at the latency floors gave the result, below)" in words
+    assert "is the least energy of every mapping at the bound, which no mapping beats for latency: it is the " \
+           "result, and nothing else ran" in words
+
+
+def test_pareto_and_edp_join_the_floors_proof_s_tables():
+    """With pmapgen cut short, pareto's least-latency point is the exhaustive frontier's
+    (latency and energy) once the floors proof's tables join, and the export says so; EDP
+    joins them too and finds the exhaustive EDP optimum, which here is that point."""
+    w, a = mm2()
+    kw = dict(progress=False, workers=1, time_limit=1e-9, proof_time_limit=60.0)
+    exact = ffm.map(w, a, objective="pareto", progress=False, workers=1).evaluations
+    fastest = min(exact, key=lambda ev: (ev.latency_s, ev.energy_pJ))
+    pareto = ffm.map(w, a, objective="pareto", **kw)
+    got = min(pareto.evaluations, key=lambda ev: (ev.latency_s, ev.energy_pJ))
+    assert pareto.stats.floors.least and pareto.stats.latency_end and got.valid
+    assert np.isclose(got.latency_s, fastest.latency_s, rtol=RTOL) and np.isclose(got.energy_pJ, fastest.energy_pJ,
+                                                                                   rtol=RTOL)
+    assert pareto.optimality()["latency_end_least_energy"] and pareto.optimality()["latency_end_proven"]
+    assert "it is the frontier's least-latency point" in " ".join(result_text(pareto).split())
+    exact_edp = ffm.map(w, a, objective="edp", progress=False, workers=1).evaluation
+    edp = ffm.map(w, a, objective="edp", **kw)
+    assert np.isclose(edp.evaluation.edp, exact_edp.edp, rtol=RTOL) and edp.evaluation.valid
+    assert np.isclose(edp.evaluation.edp, fastest.edp, rtol=RTOL)
+    assert "the EDP join below took its tables too" in " ".join(result_text(edp).split())
+
+
+def test_an_einsum_with_no_pmapping_within_its_floor_proves_the_bound_unmet():
+    """tests/test_latency_proof.py's slow arch (Z cannot reach its floor: 20 ns against a
+    16 ns bound): the floors proof says every mapping is slower than B, the latency set is
+    not run, and the time-limited flow finds the same result as without the floors proof."""
+    import arch as arch_specs
+    import workloads
+    from tests.test_map import ARCH, WORKLOAD
+    slow = {**ARCH, "levels": [{**ARCH["levels"][0], "bandwidth": "2 GB/s"}, {**ARCH["levels"][1], "capacity": "4 B"},
+                               ARCH["levels"][2]]}
+    w, a = workloads.load(WORKLOAD), arch_specs.load(slow)
+    kw = dict(objective="latency", progress=False, workers=1, time_limit=1e-9, proof_time_limit=60.0)
+    r = ffm.map(w, a, **kw)
+    off = ffm.map(w, a, floors_proof=False, latency_set_time=0, **kw)
+    fp = r.stats.floors
+    assert fp.above and not fp.met and fp.proof.incomplete == ("Z",) and r.stats.latency_proof is None
+    assert not r.stats.bound_reached and r.evaluation.valid
+    assert np.isclose(r.evaluation.latency_s, off.evaluation.latency_s, rtol=RTOL)
+    words = " ".join(result_text(r).split())
+    assert "Z has no pmapping within its floor, so every mapping takes longer than 16 ns" in words
