@@ -152,13 +152,15 @@ class FloorsProof:
         return math.isinf(self.proof.lower)
 
 
-def floor_constraints(workload: Workload, arch: Arch,
-                      constraints: dict[str, Constraints] | None = None) -> dict[str, Constraints]:
+def floor_constraints(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None = None,
+                      slack: float = 0.0) -> dict[str, Constraints]:
     """Each Einsum's constraints with its latency held to its floor
-    (`ffm.latency_bound.einsum_latency_floor`), within `BOUND_RTOL`."""
+    (`ffm.latency_bound.einsum_latency_floor`) plus `slack` seconds, within `BOUND_RTOL`:
+    every mapping of latency at most the bound plus `slack` keeps each Einsum within it,
+    since the others take at least their floors (`ffm.edp_proof`)."""
     given = constraints or {}
     return {e: replace(given.get(e) or Constraints(),
-                       latency_budget=einsum_latency_floor(e, workload, arch) * (1 + BOUND_RTOL))
+                       latency_budget=(einsum_latency_floor(e, workload, arch) + slack) * (1 + BOUND_RTOL))
             for e in workload.einsum_names}
 
 

@@ -18,6 +18,7 @@ from arch.model import Arch
 from ffm.budgets import Proof, prove_energy
 from ffm.capacity import NoValidMapping, NothingFoundInTime, needed_capacities
 from ffm.descent import Descent, descend
+from ffm.edp_proof import EdpProof, edp_of, prove_edp
 from ffm.join import join
 from ffm.latency_bound import latency_lower_bound
 from ffm.latency_proof import LATENCY_SET_TIME, FloorsProof, LatencyProof, prove_at_floors, prove_latency
@@ -57,6 +58,7 @@ class MapStats:
     # latency, EDP and pareto with a time limit: the energy proof with every Einsum held to
     # its latency floor, run before all else (`ffm.latency_proof.prove_at_floors`)
     floors: FloorsProof | None = None
+    edp_proof: EdpProof | None = None  # EDP with a time limit, after the energy proof (`ffm.edp_proof`)
 
     @property
     def exhaustive(self) -> bool:
@@ -71,6 +73,8 @@ class MapStats:
         when the result meets its lower bound (`bound_reached`). A pareto frontier needs
         pmapgen exhaustive: the proof makes only its lowest-energy point exact (`energy_end`),
         the latency bound at most its least-latency point."""
+        if self.objective == "edp" and self.edp_proof is not None and self.edp_proof.proven:
+            return True
         if self.objective in ("latency", "edp"):
             return self.exhaustive or self.bound_reached
         if self.objective != "energy":
@@ -298,12 +302,27 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
                 results = union(results, generated)  # (perhaps again: a repeated row changes no optimum)
     # the proof's minima showed some Einsum has no pmapping at all (`prove_energy`)
     impossible = proof is not None and math.isinf(proof.lower)
+    # EDP: the floors proof's mapping (or the energy proof's, if its EDP is lower) proven
+    # optimal by energy proofs over intervals of latency (`ffm.edp_proof`, docs/mapper.md
+    # "Step 56"); when they close, that is the result, and pmapgen is not needed
+    edp_proof = None
+    if objective == "edp" and floors is not None and floors.met and proof is not None \
+            and 0 < proof.lower < math.inf:
+        candidate = min((floors.tables, floors.found), (results, found), key=lambda c: edp_of(c[1]))
+        edp_proof = prove_edp(w, a, constraints, candidate, proof.lower,
+                              time_limit if proof_time_limit is None else proof_time_limit, workers, progress,
+                              join_tables)
+        seconds["edp proof"] = edp_proof.seconds
+        if edp_proof.proven:
+            results, found, done = edp_proof.tables, edp_proof.found, True
+        elif edp_proof.tables is not floors.tables and edp_proof.tables is not results:  # a better one: joined too
+            results = union(results, edp_proof.tables) if results else edp_proof.tables
     if (flow != objective or not (proof is not None and proof.proven)) and not generated and not impossible \
             and not done:
         # latency, pareto and EDP after a completed proof: the energy join of these tables would only
         # feed the descent, which does not run; the objective's own join below takes them
         run_pmapgen(join_them=not (flow != objective and proof is not None and proof.proven))
-    if floors is not None and floors.met and flow != objective:  # pareto, EDP: its tables join the objective's join
+    if floors is not None and floors.met and flow != objective and not done:  # pareto, EDP: its tables join theirs
         if found is None or found.best.empty:  # (the first tables of a union keep their labels)
             results, found = (union(floors.tables, results) if results else floors.tables), floors.found
         else:
@@ -350,7 +369,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     else:
         reached = lower is not None and min(ev.latency_s for ev in evaluations) <= lower * (1 + BOUND_RTOL)
     stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents), objective, lower, reached,
-                     latency_proof, floors)
+                     latency_proof, floors, edp_proof)
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ffm.budgets import Proof
 from ffm.descent import Descent
+from ffm.edp_proof import EdpProof
 from ffm.latency_proof import FloorsProof, LatencyProof
 from ffm.mapper import MapResult, MapStats
 from looptree.render import edp_text, energy_text, report_text, time_text
@@ -42,6 +43,8 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
                                                "the energy proof at the latency floors gave the result, below)"
                                                if stats.objective == "latency" and stats.floors is not None
                                                and stats.floors.met else
+                                               "the EDP proof gave the result, below)"
+                                               if stats.edp_proof is not None and stats.edp_proof.proven else
                                                "the energy proof ran first and completed; its searches are below)"))
         lines.append("  partial mappings kept after each join step: "
                      + ", ".join(f"{e} {k:,}" for e, k in stats.join_steps))
@@ -59,6 +62,8 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
                                initial_indent="  ", subsequent_indent="    ")
     if stats.floors is not None:
         lines += floors_proof_lines(stats.floors, stats.objective)
+    if stats.edp_proof is not None:
+        lines += edp_proof_lines(stats.edp_proof)
     if stats.latency_proof is not None:
         lines += latency_proof_lines(stats.latency_proof)
     for d in stats.descent:  # after the proof, when it ran and could not complete (`ffm.map`)
@@ -122,6 +127,21 @@ def floors_proof_lines(fp: FloorsProof, objective: str) -> list[str]:
         text = f"{what}: {why}, so every mapping takes longer than {time_text(fp.bound)} ({fp.seconds:.1f} s)."
     else:
         text = f"{what}: found no mapping in {fp.seconds:.1f} s; not proven that none exists."
+    return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
+
+
+def edp_proof_lines(ep: EdpProof) -> list[str]:
+    """What the EDP proof (`ffm.edp_proof`, run for EDP after the energy proof) gave: each
+    energy proof of its sweep, and whether it proves the candidate optimal."""
+    what = (f"EDP proof (a mapping beating the candidate's {edp_text(ep.value)} takes less than "
+            f"{time_text(ep.latency_max)}, that over the energy bound {energy_text(ep.energy_low)}; the energy "
+            f"proof with every Einsum within its latency floor plus the slack up to h bounds the energy of every "
+            f"mapping of latency at most h)")
+    steps = "; ".join(f"at most {time_text(s.high)}: at least {energy_text(s.energy)}, so no better EDP from "
+                      f"{time_text(min(s.closed(ep.value), s.high))}" for s in ep.steps)
+    done = f"{len(ep.steps)} step(s) in {ep.seconds:.1f} s" + (f" ({steps})" if steps else "")
+    text = (f"{what}: {done}, down to the latency bound: no mapping has a lower EDP, so the result is optimal."
+            if ep.proven else f"{what}: {done}; it stopped short of the latency bound: not proven.")
     return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
 
 
@@ -326,6 +346,8 @@ def bound_lines(result: MapResult) -> list[str]:
             f"{at_least}. EDP bound: no mapping's EDP is below {edp_text(proof.lower * low)} (the energy "
             f"proof's bound, {energy_text(proof.lower)}, times that latency bound): "
             + ("the result meets it: it is optimal." if stats.bound_reached else
+               f"the result is within {edp / (proof.lower * low):.3f}x of it, and the EDP proof above shows it "
+               f"optimal." if stats.complete else
                f"the result is within {edp / (proof.lower * low):.2f}x of the optimum."))
     return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
 
