@@ -54,14 +54,15 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
         lines.append(f"  {e:<14}{s.templates:>11,}{s.tile_shapes:>13,}{s.kept:>16,}{s.seconds:>9.2f}"
                      f"{joined:>17}{note}")
     lines.append("  time: " + ", ".join(f"{phase} {sec:.2f} s" for phase, sec in stats.seconds.items()))
-    if stats.objective != "energy" and (stats.proof is not None or stats.descent):
+    edp_proven = stats.edp_proof is not None and stats.edp_proof.proven
+    if stats.objective != "energy" and (stats.proof is not None or stats.descent) and not edp_proven:
         join = {"pareto": "the frontier's join"}.get(stats.objective, f"the {stats.objective} join")
         lines += textwrap.wrap(f"The energy objective's flow ran first: what the energy proof and coordinate descent "
                                f"below say is about the least energy found, not this result; {join} then searched "
                                f"every table they found (docs/mapper.md, \"Time limit\").", 100,
                                initial_indent="  ", subsequent_indent="    ")
     if stats.floors is not None:
-        lines += floors_proof_lines(stats.floors, stats.objective)
+        lines += floors_proof_lines(stats.floors, stats.objective, stats.edp_proof is not None)
     if stats.edp_proof is not None:
         lines += edp_proof_lines(stats.edp_proof)
     if stats.latency_proof is not None:
@@ -104,7 +105,7 @@ def cut_text(stats, what: str = "") -> str:
     return f"{n}{what} cut short, " + " and ".join(f"{k} by the {limit or 'deadline'}" for limit, k in by.items())
 
 
-def floors_proof_lines(fp: FloorsProof, objective: str) -> list[str]:
+def floors_proof_lines(fp: FloorsProof, objective: str, edp_proof: bool = False) -> list[str]:
     """What the energy proof at the latency floors (`ffm.latency_proof.prove_at_floors`, run
     first for latency, EDP and pareto) gave: the least energy at the latency bound, a
     mapping at the bound, no mapping at it, or nothing found."""
@@ -112,7 +113,8 @@ def floors_proof_lines(fp: FloorsProof, objective: str) -> list[str]:
             f"found takes the bound, {time_text(fp.bound)})")
     used = {"latency": "it is the result, and nothing else ran",
             "pareto": "it is the frontier's least-latency point",
-            "edp": "the EDP join below took its tables too"}[objective]
+            "edp": "the EDP proof below started from it" if edp_proof else
+            "the EDP join took its tables too"}[objective]
     if fp.least:
         text = (f"{what}: complete in {fp.seconds:.1f} s. Its least-energy mapping, "
                 f"{energy_text(float(fp.found.best['energy'].iloc[0]))}, is the least energy of every mapping "
