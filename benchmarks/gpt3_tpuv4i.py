@@ -12,9 +12,10 @@ ends: its least energy (the proven optimum when the energy proof, which runs fir
 pareto too, completed) and its least latency. EDP runs the same flow and says how
 far the least energy it found is from the energy optimum. Latency and EDP say whether the result
 meets its lower bound (`ffm.latency_bound`: then it is proven optimal) or how far from it
-it can be; pareto says the same of its least latency. Latency runs the latency set at the
-bound first (`ffm.latency_proof`, `--latency-set` seconds, 0: not run) and says what it
-proved and in how long. Target on a 2-core machine: the exact energy optimum at batch 1 / 2048 in under
+it can be; pareto says the same of its least latency. Latency, EDP and pareto run the
+energy proof at the latency floors first (`ffm.latency_proof.prove_at_floors`), and EDP
+then the EDP proof (`ffm.edp_proof`); each says what it proved and in how long.
+`--latency-set` is passed on (the latency set runs only without the floors proof). Target on a 2-core machine: the exact energy optimum at batch 1 / 2048 in under
 60 s and 2 GiB, end to end.
 
 `--contend N` runs each measurement beside N processes that do nothing but spin, each
@@ -94,8 +95,10 @@ def main() -> None:
                 wall = time.perf_counter() - start
             ev = r.evaluation
             proof = r.stats.proof
+            edp_proven = r.stats.edp_proof is not None and r.stats.edp_proof.proven
             status = ("exhaustive (optimal)" if r.stats.exhaustive else "proven optimal (energy proof)"
-                      if r.stats.complete and objective == "energy" else "proven optimal (meets its lower bound: "
+                      if r.stats.complete and objective == "energy" else "proven optimal (the EDP proof)"
+                      if edp_proven else "proven optimal (meets its lower bound: "
                       "ffm.latency_bound)" if r.stats.complete else "TIME LIMIT: not provably optimal" +
                       (f"; proof incomplete ({', '.join(proof.cut_short)} cut short), within "
                        f"{proof.bound / proof.lower:.2f}x of the optimum" if proof and proof.lower > 0
@@ -104,6 +107,13 @@ def main() -> None:
                 low = r.stats.latency_lower * (proof.lower if objective == "edp" and proof is not None else 1.0)
                 value = ev.latency_s if objective == "latency" else ev.edp
                 status += f"; within {value / low:.2f}x of the optimum" if low > 0 else ""
+            if (fp := r.stats.floors) is not None:
+                status += (f"; floors proof {fp.seconds:.1f} s: " + (
+                    "the least energy at the bound" if fp.least else "a mapping at the bound" if fp.met else
+                    "every mapping slower than the bound" if fp.above else "no mapping found"))
+            if (ep := r.stats.edp_proof) is not None:
+                status += f"; EDP proof {ep.seconds:.1f} s, {len(ep.steps)} step(s): " + (
+                    "proven" if ep.proven else "not proven")
             if (lp := r.stats.latency_proof) is not None:
                 status += (f"; latency set {lp.seconds:.1f} s: " + (("met the bound, stopped early" if lp.early else "met the bound") if lp.met else
                            "complete, no mapping within the bound" if lp.above else
