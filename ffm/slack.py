@@ -40,6 +40,7 @@ from ffm.latency_bound import einsum_latency_floor
 from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
 from pmapgen import Constraints, Stats
 from pmapgen.all_einsums import STOP, generate_all, merge_parts, rename, run_searches, signature, union
+from pmapgen.constraints import with_latency
 from pmapgen.generate import TIME_LIMIT
 from pmapgen.prefixes import part_backings, part_floor
 from pmapgen.symmetry import key_mirror
@@ -392,7 +393,8 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         first = ()
     budgets = slack_budgets(minima, limit)
     start = time.perf_counter()
-    pre = generate_all(workload, arch, constraints, objectives=("energy",), workers=workers, progress=progress,
+    objectives = with_latency(("energy",), *(constraints or {}).values())  # (latency budgets: latency too)
+    pre = generate_all(workload, arch, constraints, objectives=objectives, workers=workers, progress=progress,
                        time_limit=probe if uniform is None else time_limit, budgets={e: budgets[e] for e in first},
                        desc="slack: uniform budgets", einsums=first, max_rows=max_rows,
                        split=uniform is not None) if first else {}
