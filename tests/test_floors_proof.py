@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ffm
 from ffm.latency_bound import latency_lower_bound
@@ -126,3 +127,45 @@ def test_an_einsum_with_no_pmapping_within_its_floor_proves_the_bound_unmet():
     assert np.isclose(r.evaluation.latency_s, off.evaluation.latency_s, rtol=RTOL)
     words = " ".join(result_text(r).split())
     assert "Z has no pmapping within its floor, so every mapping takes longer than 16 ns" in words
+
+
+def check_floors_slack(workload, arch, pick: int) -> None:
+    """`ffm.slack.slack_tables` with every Einsum held to its floor, at U the least energy at
+    B (or 5% or 50% above it): its tables hold only pmappings within the floors, and every
+    pmapping of every mapping at B within U (each Einsum's exhaustive pmappings within its
+    floor, joined) is dominated in its Einsum's table, within its compatibility group, on
+    energy and reservations; the tables join to the least energy at B."""
+    from ffm.latency_bound import einsum_latency_floor
+    from ffm.latency_proof import floor_constraints
+    from ffm.slack import slack_tables
+    from tests.test_slack import dominated
+    floors = {e: einsum_latency_floor(e, workload, arch) * (1 + RTOL) for e in workload.einsum_names}
+    full = {e: generate(e, workload, arch)[0] for e in workload.einsum_names}
+    tables = {e: t[t["latency"] <= floors[e]] if len(t) else t for e, t in full.items()}
+    if any(t.empty for t in tables.values()) or (truth := search(tables, workload, arch, "energy").best).empty:
+        _bump("no mapping at B")
+        return
+    least = float(truth["energy"].iloc[0])
+    bound = least * (1.0, 1.05, 1.5)[pick % 3]
+    minima = {e: float(t["energy"].min()) for e, t in tables.items()}
+    got = slack_tables(workload, arch, bound, minima, floor_constraints(workload, arch), workers=1)
+    assert not got.incomplete
+    for e, (table, _, _) in got.results.items():  # (only pmappings within the floors)
+        assert (table["latency"] <= floors[e] * (1 + RTOL)).all(), e
+    for e, table in tables.items():
+        for i in range(len(table)):
+            best = search({**tables, e: table.iloc[[i]]}, workload, arch, "energy").best
+            if best.empty or float(best["energy"].iloc[0]) > bound * (1 + RTOL):
+                continue
+            _bump("pmappings of a mapping at B within U")
+            assert dominated(table.iloc[i], got.results[e][0]), (e, table.iloc[i]["compat"])
+    found = search({e: r[0] for e, r in got.results.items()}, workload, arch, "energy").best
+    assert np.isclose(float(found["energy"].iloc[0]), least, rtol=RTOL)
+    assert float(found["latency"].iloc[0]) <= latency_lower_bound(workload, arch) * (1 + RTOL)
+    _bump("checked")
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6))
+def test_slack_tables_at_the_floors_hold_every_pmapping_of_every_mapping_at_the_bound_within_u(problem, pick):
+    check_floors_slack(*problem, pick=pick)
