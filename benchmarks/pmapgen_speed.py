@@ -36,6 +36,14 @@ is both steps'. E.g. `--prefixes --slack-of 125.64 --objectives energy --shapes 
 `--slack-of auto` takes U from `ffm.map`'s energy result first (at batch 1, its proven
 optimum in about 35 s), and prints how long that took.
 
+`--slack-of U --objectives energy --at-floors` holds every Einsum to its latency floor
+throughout: at batch 1, where the latency optimum is the bound (the floors' sum), every
+pmapping of every latency-optimal mapping of energy at most U, so with U the least energy
+there (127.29 mJ; `auto` takes it from `ffm.map --objective latency`) every pmapping a
+least-energy latency optimum could use (docs/pmapgen.md, "The latency floors and the
+Pareto set at batch 1"). E.g. `--prefixes --slack-of 127.2904 --objectives energy
+--at-floors --shapes 0`.
+
 `--slack-of U --objectives latency` (U in ms, the latency of a valid mapping) prints the
 same set for latency: every Einsum within U minus the other Einsums' latency floors
 (`ffm.slack.latency_slack_budgets`, `Constraints.latency_budget`; docs/pmapgen.md,
@@ -67,8 +75,10 @@ import ffm
 import workloads
 from ffm.budgets import PROOF_ROWS
 from ffm.latency_bound import einsum_latency_floor
+from ffm.latency_proof import floor_constraints
 from ffm.slack import latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
 from pmapgen import Constraints, generate, generate_all
+from pmapgen.constraints import with_latency
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
@@ -83,23 +93,28 @@ def children_peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
-def mapper_bound(w, a) -> float:
+def mapper_bound(w, a, objective: str = "energy") -> float:
     """`--slack-of auto`: U (pJ) is the energy of `ffm.map`'s result, run as `python -m ffm.map`
-    runs it (60 s per Einsum, its energy proof first)."""
+    runs it (60 s per Einsum, its energy proof first; with `--at-floors`, the latency
+    objective's result: the least energy at the latency bound, from the floors proof)."""
     start = time.perf_counter()
-    got = ffm.map(w, a, objective="energy", progress=False, time_limit=60.0)
+    got = ffm.map(w, a, objective=objective, progress=False, time_limit=60.0)
     energy = got.evaluation.energy_pJ
     print(f"U from ffm.map: {energy / 1e9:.6f} mJ ({'proven optimal' if got.stats.complete else 'not proven'}) "
           f"in {time.perf_counter() - start:.1f} s, this process {peak_mib():.0f} MiB")
     return energy
 
 
-def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, uniform: bool) -> None:
+def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, uniform: bool,
+              floors: bool = False) -> None:
     """`--slack-of`: every minimum, then every Einsum's table within its slack budgets:
-    keyed (`ffm.slack.slack_tables`), or uniform (`--uniform-slack`)."""
+    keyed (`ffm.slack.slack_tables`), or uniform (`--uniform-slack`); with `floors`
+    (`--at-floors`), every Einsum held to its latency floor throughout."""
     start = time.perf_counter()
-    minima = generate_all(w, a, objectives=objectives, budgets={e: math.inf for e in w.einsum_names}, rising=True,
-                          progress=False, time_limit=time_limit)
+    constraints = floor_constraints(w, a) if floors else None
+    objectives = with_latency(objectives, *(constraints or {}).values())
+    minima = generate_all(w, a, constraints, objectives=objectives, budgets={e: math.inf for e in w.einsum_names},
+                          rising=True, progress=False, time_limit=time_limit)
     lows = {e: float(r[0]["energy"].min()) if len(r[0]) and r[2].complete else None for e, r in minima.items()}
     took = time.perf_counter() - start
     print(f"minima: {took:.1f} s wall, sum {sum(x or 0 for x in lows.values()) / 1e9:.4f} mJ")
@@ -109,11 +124,11 @@ def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, unifor
     budgets = slack_budgets(lows, bound)
     start = time.perf_counter()
     if uniform:
-        found = generate_all(w, a, objectives=objectives, budgets=budgets, progress=False, time_limit=time_limit,
-                             einsums=tuple(einsums))
+        found = generate_all(w, a, constraints, objectives=objectives, budgets=budgets, progress=False,
+                             time_limit=time_limit, einsums=tuple(einsums))
         how = {e: "" for e in found}
     else:
-        keyed = slack_tables(w, a, bound, lows, time_limit=time_limit, max_rows=PROOF_ROWS,
+        keyed = slack_tables(w, a, bound, lows, constraints, time_limit=time_limit, max_rows=PROOF_ROWS,
                              deadline=start + time_limit * len(w.einsum_names))  # the Einsums' limits together
         found = {e: r for e, r in keyed.results.items() if e in einsums}
         how = {e: "; uniform budget" if e in keyed.uniform else
@@ -196,6 +211,10 @@ def main() -> None:
     parser.add_argument("--whole", action="store_true",
                         help="with --uniform-slack and --objectives latency: each Einsum's search whole in one "
                              "worker, the time limit per Einsum (default: split by root, the time limit per root)")
+    parser.add_argument("--at-floors", action="store_true",
+                        help="with --slack-of and --objectives energy: every Einsum held to its latency floor, so "
+                             "every pmapping of every mapping at the latency bound within U ('auto': the least "
+                             "energy there, from ffm.map --objective latency)")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (energy: no keys; "
                              "latency: no producers' c_T)")
@@ -208,6 +227,8 @@ def main() -> None:
         parser.error("--uniform-slack needs --slack-of")
     if args.slack_of is not None and args.objectives not in ("energy", "latency"):
         parser.error("--slack-of is for one objective: give --objectives energy or --objectives latency")
+    if args.at_floors and (args.slack_of is None or args.objectives != "energy"):
+        parser.error("--at-floors is for --slack-of with --objectives energy")
     if args.slack_of == "auto" and args.objectives != "energy":
         parser.error("--slack-of auto takes U from ffm.map's energy result: give U in ms for latency")
     objectives = tuple(args.objectives.split(","))
@@ -216,16 +237,19 @@ def main() -> None:
         w = workloads.load("gpt3", **variables)
         how = "prefix search" if args.prefixes else "template enumeration"
         per = "root" if args.slack_of is not None and objectives == ("latency",) and not args.whole else "Einsum"
-        print(f"\ngpt3 on tpuv4i, {label}; {how}, objectives {args.objectives}; time limit {args.time_limit:g} s "
-              f"per {per}")
+        floors = ", every Einsum at its latency floor" if args.at_floors else ""
+        print(f"\ngpt3 on tpuv4i, {label}; {how}, objectives {args.objectives}{floors}; time limit "
+              f"{args.time_limit:g} s per {per}")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
         if args.slack_of is not None:
             if objectives == ("latency",):
                 latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names, args.time_limit,
                                   args.whole, args.uniform_slack)
             else:
-                slack_run(w, a, mapper_bound(w, a) if args.slack_of == "auto" else float(args.slack_of) * 1e9,
-                          args.einsums or w.einsum_names, objectives, args.time_limit, args.uniform_slack)
+                bound = (mapper_bound(w, a, "latency" if args.at_floors else "energy") if args.slack_of == "auto"
+                         else float(args.slack_of) * 1e9)
+                slack_run(w, a, bound, args.einsums or w.einsum_names, objectives, args.time_limit,
+                          args.uniform_slack, args.at_floors)
             continue
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:
