@@ -147,8 +147,9 @@ class FloorsProof:
 
     @property
     def above(self) -> bool:
-        """Whether some Einsum has no pmapping within its floor (its search complete), so
-        every mapping takes longer than the bound."""
+        """Whether the proof's lower bound is infinite, so every mapping takes longer than
+        the bound: some Einsum has no pmapping within its floor (its search complete), or
+        the tables, complete, join to none."""
         return math.isinf(self.proof.lower)
 
 

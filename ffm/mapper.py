@@ -70,7 +70,8 @@ class MapStats:
     def complete(self) -> bool:
         """Whether the result is provably optimal: pmapgen was exhaustive, or it was cut short
         and the energy proof completed (its tables gave the result); for latency and EDP, also
-        when the result meets its lower bound (`bound_reached`). A pareto frontier needs
+        when the result meets its lower bound (`bound_reached`), and for EDP when the EDP
+        proof closed (`ffm.edp_proof`). A pareto frontier needs
         pmapgen exhaustive: the proof makes only its lowest-energy point exact (`energy_end`),
         the latency bound at most its least-latency point."""
         if self.objective == "edp" and self.edp_proof is not None and self.edp_proof.proven:
