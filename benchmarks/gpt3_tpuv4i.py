@@ -107,13 +107,6 @@ def main() -> None:
                 low = r.stats.latency_lower * (proof.lower if objective == "edp" and proof is not None else 1.0)
                 value = ev.latency_s if objective == "latency" else ev.edp
                 status += f"; within {value / low:.2f}x of the optimum" if low > 0 else ""
-            if (fp := r.stats.floors) is not None:
-                status += (f"; floors proof {fp.seconds:.1f} s: " + (
-                    "the least energy at the bound" if fp.least else "a mapping at the bound" if fp.met else
-                    "every mapping slower than the bound" if fp.above else "no mapping found"))
-            if (ep := r.stats.edp_proof) is not None:
-                status += f"; EDP proof {ep.seconds:.1f} s, {len(ep.steps)} step(s): " + (
-                    "proven" if ep.proven else "not proven")
             if (lp := r.stats.latency_proof) is not None:
                 status += (f"; latency set {lp.seconds:.1f} s: " + (("met the bound, stopped early" if lp.early else "met the bound") if lp.met else
                            "complete, no mapping within the bound" if lp.above else
@@ -131,6 +124,13 @@ def main() -> None:
                           f"least latency {low_t.latency_s:.4g} s at {low_t.energy_pJ / 1e12:.4g} J ("
                           + ("the latency optimum" if r.stats.bound_reached else
                              f"within {low_t.latency_s / r.stats.latency_lower:.2f}x of the optimum") + ")")
+            if (fp := r.stats.floors) is not None:
+                status += (f"; floors proof {fp.seconds:.1f} s: " + (
+                    "the least energy at the bound" if fp.least else "a mapping at the bound" if fp.met else
+                    "every mapping slower than the bound" if fp.above else "no mapping found"))
+            if (ep := r.stats.edp_proof) is not None:
+                status += f"; EDP proof {ep.seconds:.1f} s, {len(ep.steps)} step(s): " + (
+                    "proven" if ep.proven else "not proven")
             # (energy: pmapgen and its join run only when the proof, which runs first, did not complete)
             print(f"{label:<28}{objective:<10}{r.stats.seconds.get('pmapgen', 0):>10.1f}"
                   f"{r.stats.seconds.get('join', 0):>8.1f}"
