@@ -420,14 +420,15 @@ def merge_parts(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], S
 def union(first: dict, *others: dict) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """Per Einsum, the rows of all `generate_all` results in one table (its `template`
     column re-indexed into the concatenated templates), so one join can pick from any;
-    the first's Stats. Einsums missing from `others` keep the first's result. One concat
-    per Einsum: a refinement unites thousands of keyed searches, and doing it pairwise
-    copies the growing table each time."""
+    the first's Stats. Einsums missing from `others`, or with no rows there (perhaps no
+    columns either: a keyed search with no key within its budgets), keep the first's
+    result. One concat per Einsum: a refinement unites thousands of keyed searches, and
+    doing it pairwise copies the growing table each time."""
     out = {}
     for e, (table, templates, stats) in first.items():
         parts, templates = [table], list(templates)
         for other in others:
-            if e in other:
+            if e in other and len(other[e][0]):
                 more, more_templates, _ = other[e]
                 parts.append(more.assign(template=more["template"] + len(templates)))
                 templates += more_templates

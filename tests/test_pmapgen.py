@@ -889,6 +889,10 @@ def test_union_of_two_results_rebuilds_every_row_as_before():
         assert len(table) == sum(len(p[0]) for p in parts)
         expected = [rebuild(row, p[1]) for p in parts for _, row in p[0].iterrows()]
         assert [rebuild(row, templates) for _, row in table.iterrows()] == expected, e
+    # a result with no rows, perhaps no columns (a keyed search with no key within its
+    # budgets: `ffm.slack.slack_tables`), leaves the first's table as it is
+    empty = union(first, {"K": (pd.DataFrame(), [], None)})
+    assert empty["K"][0] is first["K"][0] and empty["K"][1] == first["K"][1]
 
 
 def test_constraints_restrict_backing_fusion_order_and_tiles():
