@@ -73,6 +73,10 @@ def _parser() -> argparse.ArgumentParser:
                         "to its latency floor, which runs first and, where it finds a mapping at the latency "
                         "bound, gives the least-energy latency optimum (latency: the result; pareto: the "
                         "frontier's least-latency point)")
+    p.add_argument("--no-pareto-proof", action="store_true",
+                   help="pareto with a time limit: skip the pareto proof, which, once the floors proof and the "
+                        "energy proof completed, proves the frontier exact from complete tables over the boxes "
+                        "no known mapping dominates (then pmapgen does not run)")
     p.add_argument("--no-descent", action="store_true",
                    help="every objective, when pmapgen was cut short and the proof did not complete: skip the "
                         "coordinate descent that searches each Einsum again within its compatibility group, and "
@@ -100,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                               variables=variables, progress=not args.no_progress,
                               time_limit=args.time_limit or None, prove=args.proof_time > 0,
                               proof_time_limit=args.proof_time, descent=not args.no_descent,
-                              latency_set_time=args.latency_set, floors_proof=not args.no_floors_proof)
+                              latency_set_time=args.latency_set, floors_proof=not args.no_floors_proof,
+                              pareto_proof=not args.no_pareto_proof)
         if args.out:  # before printing: a closed pipe (| head) must not lose the export
             save_json(result.export(), args.out, force=args.force)
         print(result_text(result) + (f"\n\nWrote {args.out}" if args.out else ""))

@@ -22,6 +22,7 @@ from ffm.edp_proof import EdpProof, edp_of, prove_edp
 from ffm.join import join
 from ffm.latency_bound import latency_lower_bound
 from ffm.latency_proof import LATENCY_SET_TIME, FloorsProof, LatencyProof, prove_at_floors, prove_latency
+from ffm.pareto_proof import ParetoProof, prove_pareto
 from ffm.search import BOUND_RTOL, OBJECTIVES, criteria, full_mapping, search
 from looptree.evaluation import Evaluation, evaluate
 from looptree.mapping_io import export
@@ -59,6 +60,7 @@ class MapStats:
     # its latency floor, run before all else (`ffm.latency_proof.prove_at_floors`)
     floors: FloorsProof | None = None
     edp_proof: EdpProof | None = None  # EDP with a time limit, after the energy proof (`ffm.edp_proof`)
+    pareto_proof: ParetoProof | None = None  # pareto with a time limit, after the energy proof (`ffm.pareto_proof`)
 
     @property
     def exhaustive(self) -> bool:
@@ -71,10 +73,13 @@ class MapStats:
         """Whether the result is provably optimal: pmapgen was exhaustive, or it was cut short
         and the energy proof completed (its tables gave the result); for latency and EDP, also
         when the result meets its lower bound (`bound_reached`), and for EDP when the EDP
-        proof closed (`ffm.edp_proof`). A pareto frontier needs
-        pmapgen exhaustive: the proof makes only its lowest-energy point exact (`energy_end`),
-        the latency bound at most its least-latency point."""
+        proof closed (`ffm.edp_proof`). A pareto frontier needs pmapgen exhaustive or the
+        pareto proof closed (`ffm.pareto_proof`): the energy proof alone makes only its
+        lowest-energy point exact (`energy_end`), the latency bound at most its least-latency
+        point."""
         if self.objective == "edp" and self.edp_proof is not None and self.edp_proof.proven:
+            return True
+        if self.objective == "pareto" and self.pareto_proof is not None and self.pareto_proof.proven:
             return True
         if self.objective in ("latency", "edp"):
             return self.exhaustive or self.bound_reached
@@ -188,7 +193,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         progress: bool = True, constraints: dict[str, Constraints] | None = None,
         workers: int | None = None, time_limit: float | None = None, prove: bool = True,
         proof_time_limit: float | None = None, descent: bool = True,
-        latency_set_time: float | None = LATENCY_SET_TIME, floors_proof: bool = True) -> MapResult:
+        latency_set_time: float | None = LATENCY_SET_TIME, floors_proof: bool = True,
+        pareto_proof: bool = True) -> MapResult:
     """The optimal fused mapping(s) of `workload` on `arch` for `objective` (energy, latency,
     edp, or pareto: the energy-latency frontier).
 
@@ -215,7 +221,11 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     instead (`ffm.latency_proof.prove_latency`, within `latency_set_time` seconds of wall;
     None or 0: not run; only without the floors proof): when its tables, complete or as far
     as its roots got, join to a mapping at the bound, that is the result, proven, and
-    nothing else runs. Raises SpecError for bad input and NoValidMapping (naming the
+    nothing else runs. Pareto, with `pareto_proof`, when the floors proof and the energy
+    proof both completed, then sweeps the frontier from its least-latency end with complete
+    tables over the boxes no known mapping dominates (`ffm.pareto_proof`,
+    `result.stats.pareto_proof`); when it closes, the frontier is exact and pmapgen does
+    not run. Raises SpecError for bad input and NoValidMapping (naming the
     capacity each finite level would need) when nothing fits, NothingFoundInTime when the
     time limit cut pmapgen short before any valid mapping.
     """
@@ -318,6 +328,19 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
             results, found, done = edp_proof.tables, edp_proof.found, True
         elif edp_proof.tables is not floors.tables and edp_proof.tables is not results:  # a better one: joined too
             results = union(results, edp_proof.tables) if results else edp_proof.tables
+    # pareto: the frontier of the floors proof's and the energy proof's tables, both complete,
+    # proven exact box by box (`ffm.pareto_proof`, docs/mapper.md "Step 57"); when it closes
+    # its join is the result, and pmapgen is not needed
+    frontier_proof = None
+    if objective == "pareto" and pareto_proof and floors is not None and floors.met and proof is not None \
+            and proof.proven and results:
+        frontier_proof = prove_pareto(w, a, constraints, union(results, floors.tables), proof.lower, floors.least,
+                                      time_limit if proof_time_limit is None else proof_time_limit, workers,
+                                      progress, lambda tabs: _search(tabs, w, a, objective, progress,
+                                                                     "join (pareto proof)"))
+        seconds["pareto proof"] = frontier_proof.seconds
+        results = frontier_proof.tables
+        found, done = frontier_proof.found, frontier_proof.proven
     if (flow != objective or not (proof is not None and proof.proven)) and not generated and not impossible \
             and not done:
         # latency, pareto and EDP after a completed proof: the energy join of these tables would only
@@ -370,7 +393,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     else:
         reached = lower is not None and min(ev.latency_s for ev in evaluations) <= lower * (1 + BOUND_RTOL)
     stats = MapStats(pmapgen_stats, tuple(found.steps), seconds, proof, tuple(descents), objective, lower, reached,
-                     latency_proof, floors, edp_proof)
+                     latency_proof, floors, edp_proof, frontier_proof)
     return MapResult(w, a, objective, mapspace, evaluations, found.best, stats, wref, aref)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ffm.budgets import Proof
 from ffm.descent import Descent
 from ffm.edp_proof import EdpProof
+from ffm.pareto_proof import ParetoProof
 from ffm.latency_proof import FloorsProof, LatencyProof
 from ffm.mapper import MapResult, MapStats
 from looptree.render import edp_text, energy_text, report_text, time_text
@@ -18,7 +19,8 @@ from looptree.render import edp_text, energy_text, report_text, time_text
 def frontier_text(result: MapResult) -> str:
     """One line per frontier point (by increasing energy); * marks the lowest EDP."""
     top = result.arch.memories[0].name
-    end = "; point 0 is the proven energy optimum" if result.stats.energy_end else ""
+    end = ("; proven exact" if result.stats.complete else
+           "; point 0 is the proven energy optimum" if result.stats.energy_end else "")
     lines = [f"Energy-latency frontier ({len(result.evaluations)} points; * = lowest EDP, reported below{end}):",
              f"  {'#':>3} {'energy':>12}{'latency':>12}{'EDP':>14}  kept on chip"]
     for k, ev in enumerate(result.evaluations):
@@ -45,6 +47,8 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
                                                and stats.floors.met else
                                                "the EDP proof gave the result, below)"
                                                if stats.edp_proof is not None and stats.edp_proof.proven else
+                                               "the pareto proof gave the frontier, below)"
+                                               if stats.pareto_proof is not None and stats.pareto_proof.proven else
                                                "the energy proof ran first and completed; its searches are below)"))
         lines.append("  partial mappings kept after each join step: "
                      + ", ".join(f"{e} {k:,}" for e, k in stats.join_steps))
@@ -65,6 +69,8 @@ def statistics_text(stats: MapStats, bounds: Sequence[str] = ()) -> str:
         lines += floors_proof_lines(stats.floors, stats.objective, stats.edp_proof is not None)
     if stats.edp_proof is not None:
         lines += edp_proof_lines(stats.edp_proof)
+    if stats.pareto_proof is not None:
+        lines += pareto_proof_lines(stats.pareto_proof)
     if stats.latency_proof is not None:
         lines += latency_proof_lines(stats.latency_proof)
     for d in stats.descent:  # after the proof, when it ran and could not complete (`ffm.map`)
@@ -144,6 +150,21 @@ def edp_proof_lines(ep: EdpProof) -> list[str]:
     done = f"{len(ep.steps)} step(s) in {ep.seconds:.1f} s" + (f" ({steps})" if steps else "")
     text = (f"{what}: {done}, down to the latency bound: no mapping has a lower EDP, so the result is optimal."
             if ep.proven else f"{what}: {done}; it stopped short of the latency bound: not proven.")
+    return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
+
+
+def pareto_proof_lines(pp: ParetoProof) -> list[str]:
+    """What the pareto proof (`ffm.pareto_proof`, run for pareto after the energy proof) gave:
+    each box it searched, and whether the frontier is proven exact."""
+    what = ("Pareto proof (from the least-latency end, every mapping no known point dominates lies in a box "
+            "{energy at most the last known point's, latency at most the next's}; complete tables over each box, "
+            "joined, hold every Pareto-optimal mapping in it)")
+    boxes = "; ".join(f"at most {energy_text(r.box.energy)} and {time_text(r.box.latency)}: "
+                      + (f"{r.points} point{'' if r.points == 1 else 's'}, {r.seconds:.1f} s" if r.complete else f"cut short after {r.seconds:.1f} s")
+                      for r in pp.runs)
+    done = f"{len(pp.runs)} box{'' if len(pp.runs) == 1 else 'es'} in {pp.seconds:.1f} s" + (f" ({boxes})" if boxes else "")
+    text = (f"{what}: {done}, up to the energy optimum: the frontier is exact." if pp.proven else
+            f"{what}: {done}; stopped ({pp.reason}): the frontier is not proven.")
     return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
 
 

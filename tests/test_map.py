@@ -107,8 +107,8 @@ def test_cli_report_and_out_overwrite_rules(specs, tmp_path, capsys):
     text = capsys.readouterr().out
     for piece in ("Energy-latency frontier (2 points", "lowest-EDP point", "Energy ", "Latency ", "EDP ",
                   "Kept on chip (fused):", "Energy by level and tensor:", "LoopTree:", "- (MAC) Y[m,b] = X[m,a] * W1[a,b]",
-                  "Mapper statistics:", "time: floors proof", " s, proof ", " s, pmapgen ",
-                  "point 0 is the proven energy optimum", "Energy proof at the latency floors"):
+                  "Mapper statistics:", "time: floors proof", " s, proof ", " s, pareto proof ",
+                  "; proven exact):", "Energy proof at the latency floors", "the frontier is exact"):
         assert piece in text, piece
     first = out.read_text()
     assert json.loads(first)["objective"] == "pareto" and len(json.loads(first)["pareto"]) == 2
@@ -277,13 +277,16 @@ def test_pareto_with_the_energy_proof_has_the_exact_energy_end(specs, results):
     """For pareto the energy proof runs first too and its tables join pmapgen's: with
     pmapgen cut short before it keeps anything, the frontier's lowest-energy point is still
     the exhaustive energy optimum, every point is a real mapping the exhaustive frontier
-    weakly dominates, and the report says which end is proven."""
+    weakly dominates, and the report says which end is proven. (The pareto proof, which
+    proves the whole frontier where the floors proof and the energy proof complete, is
+    turned off: this checks the flow it falls back to; the end checks the default.)"""
     import math
 
     from ffm.capacity import NothingFoundInTime
     from ffm.report import result_text
-    r = ffm.map(*specs, objective="pareto", progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf)
-    assert all(s.kept == 0 and not s.complete for s in r.stats.pmapgen.values())  # pmapgen gave nothing
+    r = ffm.map(*specs, objective="pareto", progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf,
+                pareto_proof=False)
+    assert r.stats.pmapgen and all(s.kept == 0 and not s.complete for s in r.stats.pmapgen.values())  # gave nothing
     assert r.stats.proof.proven and r.stats.energy_end and not r.stats.complete
     optimum = results["energy"].evaluation.energy_pJ
     assert np.isclose(min(ev.energy_pJ for ev in r.evaluations), optimum, rtol=1e-9)
@@ -310,6 +313,11 @@ def test_pareto_with_the_energy_proof_has_the_exact_energy_end(specs, results):
     # (tests/test_edp_proof.py)
     proven = ffm.map(*specs, objective="edp", progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf)
     assert np.isclose(proven.evaluation.edp, r.evaluation.edp, rtol=1e-9) and proven.stats.complete
+    # and with the pareto proof (the default) the frontier is the exhaustive one, proven,
+    # pmapgen not run (tests/test_pareto_proof.py)
+    whole = ffm.map(*specs, objective="pareto", progress=False, workers=1, time_limit=1e-9, proof_time_limit=math.inf)
+    assert whole.stats.complete and not whole.stats.pmapgen and whole.stats.pareto_proof.proven
+    assert np.allclose(sorted((ev.energy_pJ, ev.latency_s) for ev in whole.evaluations), sorted(exact), rtol=1e-9)
 
 
 def test_latency_with_a_time_limit_joins_the_energy_flow_s_tables(specs, results):

@@ -1,0 +1,159 @@
+"""The pareto proof (`ffm.pareto_proof`): from the floors proof's and the energy proof's
+tables, complete tables over the boxes no known mapping dominates prove the energy-latency
+frontier exact. Checked against the exhaustive frontier (every legal pmapping of every
+Einsum, joined): a proven frontier is it, point for point, and each point rebuilds to a
+mapping of those totals. The sweep's boxes are checked by hand, and `ffm.map --objective
+pareto` takes a proven frontier."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import arch as arch_specs
+import ffm
+import workloads
+from ffm.budgets import prove_energy
+from ffm.latency_proof import prove_at_floors
+from ffm.pareto_proof import Box, frontier_points, next_box, prove_pareto
+from ffm.report import result_text
+from ffm.search import full_mapping, search
+from looptree.evaluation import evaluate
+from pmapgen import generate
+from pmapgen.all_einsums import union
+from tests.test_join import dags
+from tests.test_latency_proof import mm2
+from tests.test_search import RTOL, SETTINGS, _bump, problems, report  # noqa: F401
+
+# gpt3 batch 1's frontier (mJ, ms; docs/pmapgen.md), by increasing latency
+POINTS = [(127.29, 6.768), (126.28, 7.517), (125.78, 9.015), (125.64, 10.513)]
+
+
+def test_the_boxes_follow_the_known_points():
+    """Each box holds the mappings no known point dominates between the latency proven so far
+    and the next known point's: energy at most the least known up to there."""
+    assert next_box(POINTS, 6.768, 125.64) == Box(127.29, 7.517)
+    assert next_box(POINTS, 7.517, 125.64) == Box(126.28, 9.015)
+    assert next_box(POINTS, 8.0, 125.64) == Box(126.28, 9.015)
+    assert next_box(POINTS, 9.015, 125.64) == Box(125.78, 10.513)
+    assert next_box(POINTS, 10.513, 125.64) is None  # (the energy optimum reached)
+    assert next_box(POINTS, 10.513, 125.0) == Box(125.64, math.inf)  # (the optimum not known: no point further)
+    assert next_box(POINTS + [(125.9, 12.0)], 7.517, 125.64) == Box(126.28, 9.015)  # (a dominated point: skipped)
+
+
+def pairs(points) -> np.ndarray:
+    return np.array(sorted({(round(e, 6), round(lat * 1e9, 6)) for e, lat in points}))
+
+
+def check_pareto_proof(workload, arch) -> None:
+    """Where the floors proof meets the latency bound and the energy proof completes, a
+    proven frontier is the exhaustive one, and each of its points rebuilds to a mapping of
+    those totals."""
+    tables = {e: generate(e, workload, arch) for e in workload.einsum_names}
+    if any(t.empty for t, _, _ in tables.values()) or \
+            (exact := search({e: t for e, (t, _, _) in tables.items()}, workload, arch, "pareto")).best.empty:
+        _bump("no valid mapping")
+        return
+    fp = prove_at_floors(workload, arch, None, 60.0, workers=1)
+    res, _, proof = prove_energy(workload, arch, math.inf, {}, None, 60.0, 1, False)
+    if not (fp.met and proof.proven):
+        _bump("no floors or energy proof")
+        return
+    seed = union(res, fp.tables)
+    before = frontier_points(search({e: t for e, (t, _, _) in seed.items()}, workload, arch, "pareto"))
+    pp = prove_pareto(workload, arch, None, seed, proof.lower, fp.least, 60.0, workers=1)
+    got = frontier_points(pp.found)
+    want = frontier_points(exact)
+    if not pp.proven:
+        _bump(f"not proven: {pp.reason}")
+        return
+    assert pairs(got).shape == pairs(want).shape and np.allclose(pairs(got), pairs(want), rtol=RTOL), (got, want)
+    for _, row in pp.found.best.iterrows():
+        ev = evaluate(full_mapping(row, pp.tables, tuple(workload.einsum_names)), workload, arch)
+        assert ev.valid and np.isclose(ev.energy_pJ, float(row["energy"]), rtol=RTOL)
+        assert np.isclose(ev.latency_s, float(row["latency"]), rtol=RTOL)
+    missed = len(pairs(want)) - len({p for p in map(tuple, pairs(want))} & {p for p in map(tuple, pairs(before))})
+    _bump(f"proven, {len(pp.runs)} box(es)" + (", the boxes found points the seed lacked" if missed else ""))
+
+
+@st.composite
+def trade_offs(draw, sizes=(2, 3)):
+    """(workload, arch): a random DAG (tests.test_join.dags) on a fast, costly backing level and
+    a small buffer that is cheaper and slower (tests/test_edp_proof.py's TWO_LEVELS, its
+    capacity and bandwidths drawn): energy and latency pull apart, so the frontier has
+    several points more often than on `tests.test_search.problems`' archs (there, 52 of 60
+    slow examples had one point)."""
+    spec = {"name": "trade", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "bandwidth": draw(st.sampled_from(["2 GB/s", "4 GB/s", "8 GB/s"]))},
+        {"memory": "L1", "capacity": draw(st.sampled_from(["8 B", "16 B", "32 B"])), "read_energy": "0.1 pJ/bit",
+         "write_energy": "0.1 pJ/bit", "bandwidth": draw(st.sampled_from(["0.5 GB/s", "1 GB/s", "2 GB/s"]))},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]}
+    return workloads.load(draw(dags(n_einsums=(2, 3, 4), sizes=sizes))), arch_specs.load(spec)
+
+
+@settings(max_examples=15, **SETTINGS)
+@given(st.one_of(problems(max_levels=2), trade_offs()))
+def test_a_proven_frontier_is_the_exhaustive_frontier(problem):
+    check_pareto_proof(*problem)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(st.one_of(problems(sizes=(2, 3, 4)), trade_offs(sizes=(2, 3, 4))))
+def test_a_proven_frontier_is_the_exhaustive_frontier_long(problem):
+    check_pareto_proof(*problem)
+
+
+CHAIN = {"name": "chain", "rank_sizes": {"m": 3, "a": 2, "b": 3}, "bits": 8,
+         "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,a] = Y[m,b] * W1[b,a]",
+                     "V[m] = X[m,a] * W2[a]"]}
+TRADE = {"name": "trade", "clock": "1 GHz", "levels": [
+    {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit", "bandwidth": "8 GB/s"},
+    {"memory": "L1", "capacity": "8 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
+     "bandwidth": "1 GB/s"},
+    {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]}
+
+
+def test_the_boxes_find_the_points_the_seed_lacks():
+    """A case found by search (scratch) whose seed, the floors proof's and the energy proof's
+    tables, lacks frontier points, one of them at 0.982 of its box's energy cap. The proof
+    finds every one, and the frontier is the exhaustive one. (Boxes capped 10% low fail
+    here; 2% low still pass: the slack budgets leave each Einsum more room than the cap's
+    last 2% take away.)"""
+    w, a = workloads.load(CHAIN), arch_specs.load(TRADE)
+    check_pareto_proof(w, a)
+    fp = prove_at_floors(w, a, None, 60.0, workers=1)
+    res, _, proof = prove_energy(w, a, math.inf, {}, None, 60.0, 1, False)
+    seed = union(res, fp.tables)
+    before = pairs(frontier_points(search({e: t for e, (t, _, _) in seed.items()}, w, a, "pareto")))
+    pp = prove_pareto(w, a, None, seed, proof.lower, fp.least, 60.0, workers=1)
+    after = pairs(frontier_points(pp.found))
+    new = [p for p in map(tuple, after) if p not in set(map(tuple, before))]
+    assert pp.proven and new
+    caps = [max(r.box.energy for r in pp.runs if lat <= r.box.latency * 1e9 * (1 + RTOL)) for _, lat in new]
+    assert max(e / cap for (e, _), cap in zip(new, caps)) > 0.98
+
+
+def test_map_takes_the_pareto_proof_s_frontier():
+    """mm2 for pareto with a time limit (pmapgen would be cut short before keeping anything):
+    the frontier is the exhaustive one, proven, with pmapgen not run, and the report and
+    the export say so."""
+    w, a = mm2()
+    exact = ffm.map(w, a, objective="pareto", progress=False, workers=1).evaluations
+    r = ffm.map(w, a, objective="pareto", progress=False, workers=1, time_limit=1e-9, proof_time_limit=60.0)
+    assert r.stats.pareto_proof.proven and r.stats.complete and r.optimality()["proven"]
+    got, want = (pairs((ev.energy_pJ, ev.latency_s) for ev in x) for x in (r.evaluations, exact))
+    assert got.shape == want.shape and np.allclose(got, want, rtol=RTOL) and len(got) == 2
+    assert all(ev.valid for ev in r.evaluations)
+    assert not r.stats.pmapgen and not r.stats.descent and "pareto proof" in r.stats.seconds
+    words = " ".join(result_text(r).split())
+    assert "pmapgen: not run (the pareto proof gave the frontier, below)" in words
+    assert "up to the energy optimum: the frontier is exact" in words and "; proven exact" in words
+    assert "WARNING" not in words
+    off = ffm.map(w, a, objective="pareto", progress=False, workers=1, time_limit=1e-9, proof_time_limit=60.0,
+                  pareto_proof=False)
+    assert off.stats.pareto_proof is None and not off.stats.complete
