@@ -13,8 +13,9 @@ pareto too, completed) and its least latency. EDP runs the same flow and says ho
 far the least energy it found is from the energy optimum. Latency and EDP say whether the result
 meets its lower bound (`ffm.latency_bound`: then it is proven optimal) or how far from it
 it can be; pareto says the same of its least latency. Latency, EDP and pareto run the
-energy proof at the latency floors first (`ffm.latency_proof.prove_at_floors`), and EDP
-then the EDP proof (`ffm.edp_proof`); each says what it proved and in how long.
+energy proof at the latency floors first (`ffm.latency_proof.prove_at_floors`), EDP
+then the EDP proof (`ffm.edp_proof`), and pareto the pareto proof (`ffm.pareto_proof`:
+"proven exact" when it closes); each says what it proved and in how long.
 `--latency-set` is passed on (the latency set runs only without the floors proof). Target on a 2-core machine: the exact energy optimum at batch 1 / 2048 in under
 60 s and 2 GiB, end to end.
 
@@ -119,7 +120,8 @@ def main() -> None:
                 end = ("proven optimal" if r.stats.energy_end else
                        f"within {proof.bound / proof.lower:.2f}x of the optimum" if proof and proof.lower > 0 else
                        "not proven")
-                status = (f"{'exhaustive' if r.stats.complete else 'TIME LIMIT'}: {len(r.evaluations)} points, "
+                status = (f"{('exhaustive' if r.stats.exhaustive else 'proven exact') if r.stats.complete else 'TIME LIMIT'}"
+                          f": {len(r.evaluations)} points, "
                           f"least energy {low_e.energy_pJ / 1e12:.4g} J ({end}) at {low_e.latency_s:.4g} s, "
                           f"least latency {low_t.latency_s:.4g} s at {low_t.energy_pJ / 1e12:.4g} J ("
                           + ("the latency optimum" if r.stats.bound_reached else
@@ -128,6 +130,9 @@ def main() -> None:
                 status += (f"; floors proof {fp.seconds:.1f} s: " + (
                     "the least energy at the bound" if fp.least else "a mapping at the bound" if fp.met else
                     "every mapping slower than the bound" if fp.above else "no mapping found"))
+            if (pp := r.stats.pareto_proof) is not None:
+                status += f"; pareto proof {pp.seconds:.1f} s, {len(pp.runs)} box(es): " + (
+                    "the frontier proven exact" if pp.proven else f"not proven ({pp.reason})")
             if (ep := r.stats.edp_proof) is not None:
                 status += f"; EDP proof {ep.seconds:.1f} s, {len(ep.steps)} step(s): " + (
                     "proven" if ep.proven else "not proven")

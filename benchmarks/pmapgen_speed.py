@@ -44,6 +44,14 @@ least-energy latency optimum could use (docs/pmapgen.md, "The latency floors and
 Pareto set at batch 1"). E.g. `--prefixes --slack-of 127.2904 --objectives energy
 --at-floors --shapes 0`.
 
+`--pareto-set` (with `--prefixes`) prints the set for the energy-latency frontier: every
+pmapping of every Pareto-optimal mapping, up to dominance within compatibility groups. It
+runs the energy proof at the latency floors and the energy proof (`ffm.latency_proof`,
+`ffm.budgets`; the frontier's two ends), then the pareto proof (`ffm.pareto_proof`),
+whose boxes' tables, complete, are that set: each box's line, then each Einsum's rows
+over all the boxes (docs/pmapgen.md, "The Pareto set as boxes"). E.g. `--prefixes
+--pareto-set --shapes 0`.
+
 `--slack-of U --objectives latency` (U in ms, the latency of a valid mapping) prints the
 same set for latency: every Einsum within U minus the other Einsums' latency floors
 (`ffm.slack.latency_slack_budgets`, `Constraints.latency_budget`; docs/pmapgen.md,
@@ -73,11 +81,13 @@ import time
 import arch as arch_specs
 import ffm
 import workloads
-from ffm.budgets import PROOF_ROWS
+from ffm.budgets import PROOF_ROWS, prove_energy
 from ffm.latency_bound import einsum_latency_floor
-from ffm.latency_proof import floor_constraints
+from ffm.latency_proof import floor_constraints, prove_at_floors
+from ffm.pareto_proof import frontier_points, prove_pareto
 from ffm.slack import latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
 from pmapgen import Constraints, generate, generate_all
+from pmapgen.all_einsums import union
 from pmapgen.constraints import with_latency
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
 
@@ -192,6 +202,34 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
           f"this process {peak_mib():.0f} MiB")
 
 
+def pareto_set_run(w, a, time_limit: float) -> None:
+    """`--pareto-set`: the frontier's ends (the floors proof, the energy proof), then the
+    pareto proof's boxes, each a `slack_tables` run within its latency budgets; the rows
+    every box kept, per Einsum."""
+    start = time.perf_counter()
+    floors = prove_at_floors(w, a, None, time_limit)
+    tables, _, proof = prove_energy(w, a, math.inf, {}, None, time_limit, None, False)
+    ends = time.perf_counter() - start
+    print(f"ends: floors proof {floors.seconds:.1f} s ({'complete' if floors.least else 'NOT complete'}), energy "
+          f"proof {ends - floors.seconds:.1f} s ({'complete' if proof.proven else 'NOT complete'})")
+    if not (floors.met and proof.proven):
+        print("an end is not proven: no pareto proof")
+        return
+    seed = union(tables, floors.tables)
+    pp = prove_pareto(w, a, None, seed, proof.lower, floors.least, time_limit)
+    for r in pp.runs:
+        print(f"box: energy at most {r.box.energy / 1e9:.6g} mJ, latency at most {r.box.latency * 1e3:.6g} ms: "
+              f"{'complete' if r.complete else 'INCOMPLETE'}, {r.points} frontier points in it, {r.seconds:.1f} s")
+    seeded = {e: len(t) for e, (t, _, _) in seed.items()}
+    for e, (t, _, _) in pp.tables.items():
+        print(f"{e:<12}{'-':>11}{'-':>13}{len(t) - seeded[e]:>8}{'-':>9}{children_peak_mib():>10.0f}  "
+              f"{'complete' if pp.proven else 'INCOMPLETE'}; rows over every box (the ends' tables apart)")
+    points = ", ".join(f"{e / 1e9:.6g} mJ at {lat * 1e3:.6g} ms" for e, lat in frontier_points(pp.found))
+    print(f"frontier {'proven exact' if pp.proven else 'NOT proven (' + pp.reason + ')'}: {points}")
+    print(f"pareto set {pp.seconds:.1f} s wall (boxes), {time.perf_counter() - start:.1f} s with the ends; "
+          f"largest worker {children_peak_mib():.0f} MiB, this process {peak_mib():.0f} MiB")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per Einsum (default 60)")
@@ -215,10 +253,15 @@ def main() -> None:
                         help="with --slack-of and --objectives energy: every Einsum held to its latency floor, so "
                              "every pmapping of every mapping at the latency bound within U ('auto': the least "
                              "energy there, from ffm.map --objective latency)")
+    parser.add_argument("--pareto-set", action="store_true",
+                        help="with --prefixes: every pmapping of every Pareto-optimal mapping (energy and latency), "
+                             "from the frontier's ends and the pareto proof's boxes; see above")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (energy: no keys; "
                              "latency: no producers' c_T)")
     args = parser.parse_args()
+    if args.pareto_set and (not args.prefixes or args.slack_of is not None):
+        parser.error("--pareto-set needs --prefixes, and no --slack-of")
     if args.slack_of is not None and not args.prefixes:
         parser.error("--slack-of needs --prefixes")
     if args.whole and (not args.uniform_slack or args.objectives != "latency"):
@@ -241,6 +284,9 @@ def main() -> None:
         print(f"\ngpt3 on tpuv4i, {label}; {how}, objectives {args.objectives}{floors}; time limit "
               f"{args.time_limit:g} s per {per}")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
+        if args.pareto_set:
+            pareto_set_run(w, a, args.time_limit)
+            continue
         if args.slack_of is not None:
             if objectives == ("latency",):
                 latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names, args.time_limit,

@@ -19,7 +19,7 @@ slower is Pareto-optimal. The frontier is then exact.
 
 The boxes follow the known points, so their number is the frontier's. Each box's cost
 grows with its energy slack above the Einsums' minima within its latency budgets: at gpt3
-batch 1 the three boxes take 63 to 96 s each, where one set over the whole region (energy
+batch 1 the three boxes take 64 to 105 s each, where one set over the whole region (energy
 at most the least-latency point's, 127.29 mJ) took 476 s (docs/pmapgen.md, "The Pareto
 set as boxes").
 """
