@@ -22,7 +22,7 @@ from ffm.edp_proof import EdpProof, edp_of, prove_edp
 from ffm.join import join
 from ffm.latency_bound import latency_lower_bound
 from ffm.latency_proof import LATENCY_SET_TIME, FloorsProof, LatencyProof, prove_at_floors, prove_latency
-from ffm.pareto_proof import ParetoProof, prove_pareto
+from ffm.pareto_proof import WALL_BOXES, ParetoProof, prove_pareto
 from ffm.search import BOUND_RTOL, OBJECTIVES, criteria, full_mapping, search
 from looptree.evaluation import Evaluation, evaluate
 from looptree.mapping_io import export
@@ -334,10 +334,11 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     frontier_proof = None
     if objective == "pareto" and pareto_proof and floors is not None and floors.met and proof is not None \
             and proof.proven and results:
+        each = time_limit if proof_time_limit is None else proof_time_limit
         frontier_proof = prove_pareto(w, a, constraints, union(results, floors.tables), proof.lower, floors.least,
-                                      time_limit if proof_time_limit is None else proof_time_limit, workers,
-                                      progress, lambda tabs: _search(tabs, w, a, objective, progress,
-                                                                     "join (pareto proof)"))
+                                      each, workers, progress,
+                                      lambda tabs: _search(tabs, w, a, objective, progress, "join (pareto proof)"),
+                                      seconds=WALL_BOXES * each * len(order))
         seconds["pareto proof"] = frontier_proof.seconds
         results = frontier_proof.tables
         found, done = frontier_proof.found, frontier_proof.proven

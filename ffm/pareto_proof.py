@@ -43,6 +43,12 @@ from pmapgen.all_einsums import generate_all, union
 from workloads.model import Workload
 
 
+# `ffm.map` gives the pareto proof this many times one box's own deadline (its search time
+# limit per Einsum) of wall: a frontier of many points has as many boxes. At gpt3 batch 1
+# with the CLI's 30 s, 600 s for the 237 s its three boxes take
+WALL_BOXES = 2.0
+
+
 @dataclass(frozen=True)
 class Box:
     """Every mapping of energy at most `energy` (pJ) and latency at most `latency` (s)."""
@@ -92,13 +98,15 @@ def next_box(points: list[tuple[float, float]], proven_to: float, energy_low: fl
 
 
 def box_tables(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None, box: Box,
-               time_limit: float | None, workers: int | None = None, progress: bool = False
-               ) -> tuple[dict[str, tuple], bool]:
+               time_limit: float | None, workers: int | None = None, progress: bool = False,
+               deadline: float | None = None) -> tuple[dict[str, tuple], bool]:
     """Tables holding every pmapping of every mapping in `box` (module docstring), and whether
     they are complete: each Einsum's least energy within its latency floor plus the box's
     slack (rising budgets), then `ffm.slack.slack_tables` for U = the box's energy under
-    those latency budgets. An Einsum with no pmapping within its budget leaves the box
-    empty: no tables, complete."""
+    those latency budgets, no keyed search starting after `deadline` (a
+    `time.perf_counter()` value; default: `time_limit` per Einsum from the keyed searches'
+    start). An Einsum with no pmapping within its budget leaves the box empty: no tables,
+    complete."""
     bound = latency_lower_bound(workload, arch)
     held = floor_constraints(workload, arch, constraints, slack=box.latency - bound)
     names = workload.einsum_names
@@ -110,22 +118,27 @@ def box_tables(workload: Workload, arch: Arch, constraints: dict[str, Constraint
     if any(len(t) == 0 for t, _, _ in minima.values()):
         return {}, True
     lows = {e: float(t["energy"].min()) for e, (t, _, _) in minima.items()}
+    own = None if time_limit is None else time.perf_counter() + time_limit * len(names)
     st = slack_tables(workload, arch, box.energy, lows, held, time_limit=time_limit, workers=workers,
                       progress=progress, max_rows=PROOF_ROWS,
-                      deadline=None if time_limit is None else time.perf_counter() + time_limit * len(names))
+                      deadline=min((d for d in (own, deadline) if d is not None), default=None))
     return dict(st.results), not st.incomplete
 
 
 def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None,
                  seed: dict[str, tuple], energy_low: float, at_bound: bool, time_limit: float | None,
                  workers: int | None = None, progress: bool = False,
-                 join_pareto: Callable[[dict[str, pd.DataFrame]], SearchResult] | None = None) -> ParetoProof:
+                 join_pareto: Callable[[dict[str, pd.DataFrame]], SearchResult] | None = None,
+                 seconds: float | None = None) -> ParetoProof:
     """The pareto proof (module docstring) from the `seed` tables (`generate_all`-style; the
     floors proof's and the energy proof's), `energy_low` the proven energy optimum (pJ),
     `at_bound` whether the seed's least energy at the latency bound is proven the least
     there (else a first box at the bound proves it). Searches of `time_limit` seconds
-    (`box_tables`); `join_pareto` is the pareto join (default `ffm.search.search`)."""
+    (`box_tables`); `join_pareto` is the pareto join (default `ffm.search.search`). With
+    `seconds`, no box (nor keyed search) starts that many seconds after the start: a
+    frontier of many points has as many boxes (not proven then)."""
     start = time.perf_counter()
+    deadline = None if seconds is None else start + seconds
     join = join_pareto or (lambda tabs: search(tabs, workload, arch, "pareto"))
     bound = latency_lower_bound(workload, arch)
     tables = seed
@@ -149,7 +162,10 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                 reason = "no known mapping reaches the energy optimum"
                 break
         began = time.perf_counter()
-        got, complete = box_tables(workload, arch, constraints, box, time_limit, workers, progress)
+        if deadline is not None and began > deadline:
+            reason = f"out of time after {len(runs)} box{'' if len(runs) == 1 else 'es'}"
+            break
+        got, complete = box_tables(workload, arch, constraints, box, time_limit, workers, progress, deadline)
         if got:
             tables = union(tables, got)
             found = join({e: t for e, (t, _, _) in tables.items()})

@@ -136,6 +136,10 @@ def test_the_boxes_find_the_points_the_seed_lacks():
     assert pp.proven and new
     caps = [max(r.box.energy for r in pp.runs if lat <= r.box.latency * 1e9 * (1 + RTOL)) for _, lat in new]
     assert max(e / cap for (e, _), cap in zip(new, caps)) > 0.98
+    # with no time for a box, the seed's frontier, not proven
+    cut = prove_pareto(w, a, None, seed, proof.lower, fp.least, 60.0, workers=1, seconds=0.0)
+    assert not cut.proven and cut.reason == "out of time after 0 boxes" and not cut.runs
+    assert np.array_equal(pairs(frontier_points(cut.found)), before)
 
 
 def test_map_takes_the_pareto_proof_s_frontier():
