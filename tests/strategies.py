@@ -19,6 +19,17 @@ SIZES = (1, 2, 3, 4, 6, 8)
 LETTERS = "abcd"
 
 
+def two_levels(l0_bandwidth: str, l1_capacity: str, l1_bandwidth: str, name: str = "two") -> dict:
+    """An arch spec where energy and latency pull apart: a fast, costly backing level L0
+    over a small buffer L1 that is cheaper (a tenth per bit) and, as drawn, slower."""
+    return {"name": name, "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "bandwidth": l0_bandwidth},
+        {"memory": "L1", "capacity": l1_capacity, "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
+         "bandwidth": l1_bandwidth},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]}
+
+
 @st.composite
 def einsum_specs(draw, max_inputs: int = 3, max_ranks: int = 4, name: str = "Z",
                  sizes=SIZES, input_prefix: str = "T", reduced: bool = False) -> dict:

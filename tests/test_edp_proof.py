@@ -18,6 +18,7 @@ from ffm.report import result_text
 from ffm.search import search
 from pmapgen import generate
 from tests.test_latency_proof import mm2
+from tests.strategies import two_levels
 from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
 
 
@@ -84,11 +85,7 @@ def test_map_takes_the_edp_proof_s_result():
 
 DAG = {"name": "dag", "rank_sizes": {"m": 3, "a": 3}, "bits": 8,
        "einsums": ["X[m,a] = I[m,a]", "Y[m] = X[m,a] * W0[a]", "Z[m,a] = X[m,a] * Y[m]", "V[m] = Z[m,a] * W2[a]"]}
-TWO_LEVELS = {"name": "two", "clock": "1 GHz", "levels": [
-    {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit", "bandwidth": "4 GB/s"},
-    {"memory": "L1", "capacity": "32 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
-     "bandwidth": "1 GB/s"},
-    {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]}
+TWO_LEVELS = two_levels("4 GB/s", "32 B", "1 GB/s")
 
 
 def test_a_candidate_at_the_bound_that_is_not_the_edp_optimum_is_not_proven():

@@ -24,6 +24,7 @@ from ffm.search import full_mapping, search
 from looptree.evaluation import evaluate
 from pmapgen import generate
 from pmapgen.all_einsums import union
+from tests.strategies import two_levels
 from tests.test_join import dags
 from tests.test_latency_proof import mm2
 from tests.test_search import RTOL, SETTINGS, _bump, problems, report  # noqa: F401
@@ -82,16 +83,13 @@ def check_pareto_proof(workload, arch) -> None:
 @st.composite
 def trade_offs(draw, sizes=(2, 3)):
     """(workload, arch): a random DAG (tests.test_join.dags) on a fast, costly backing level and
-    a small buffer that is cheaper and slower (tests/test_edp_proof.py's TWO_LEVELS, its
-    capacity and bandwidths drawn): energy and latency pull apart, so the frontier has
+    a small buffer that is cheaper and slower (`tests.strategies.two_levels`, its capacity
+    and bandwidths drawn): energy and latency pull apart, so the frontier has
     several points more often than on `tests.test_search.problems`' archs (there, 52 of 60
     slow examples had one point)."""
-    spec = {"name": "trade", "clock": "1 GHz", "levels": [
-        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
-         "bandwidth": draw(st.sampled_from(["2 GB/s", "4 GB/s", "8 GB/s"]))},
-        {"memory": "L1", "capacity": draw(st.sampled_from(["8 B", "16 B", "32 B"])), "read_energy": "0.1 pJ/bit",
-         "write_energy": "0.1 pJ/bit", "bandwidth": draw(st.sampled_from(["0.5 GB/s", "1 GB/s", "2 GB/s"]))},
-        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]}
+    spec = two_levels(draw(st.sampled_from(["2 GB/s", "4 GB/s", "8 GB/s"])),
+                      draw(st.sampled_from(["8 B", "16 B", "32 B"])),
+                      draw(st.sampled_from(["0.5 GB/s", "1 GB/s", "2 GB/s"])), "trade")
     return workloads.load(draw(dags(n_einsums=(2, 3, 4), sizes=sizes))), arch_specs.load(spec)
 
 
@@ -111,11 +109,7 @@ def test_a_proven_frontier_is_the_exhaustive_frontier_long(problem):
 CHAIN = {"name": "chain", "rank_sizes": {"m": 3, "a": 2, "b": 3}, "bits": 8,
          "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,a] = Y[m,b] * W1[b,a]",
                      "V[m] = X[m,a] * W2[a]"]}
-TRADE = {"name": "trade", "clock": "1 GHz", "levels": [
-    {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit", "bandwidth": "8 GB/s"},
-    {"memory": "L1", "capacity": "8 B", "read_energy": "0.1 pJ/bit", "write_energy": "0.1 pJ/bit",
-     "bandwidth": "1 GB/s"},
-    {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]}
+TRADE = two_levels("8 GB/s", "8 B", "1 GB/s", "trade")
 
 
 def test_the_boxes_find_the_points_the_seed_lacks():
