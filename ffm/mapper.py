@@ -347,7 +347,8 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
         # latency, pareto and EDP after a completed proof: the energy join of these tables would only
         # feed the descent, which does not run; the objective's own join below takes them
         run_pmapgen(join_them=not (flow != objective and proof is not None and proof.proven))
-    if floors is not None and floors.met and flow != objective and not done:  # pareto, EDP: its tables join theirs
+    # pareto, EDP: its tables join theirs (a pareto proof that ran holds them already)
+    if floors is not None and floors.met and flow != objective and not done and frontier_proof is None:
         if found is None or found.best.empty:  # (the first tables of a union keep their labels)
             results, found = (union(floors.tables, results) if results else floors.tables), floors.found
         else:
