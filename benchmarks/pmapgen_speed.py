@@ -216,9 +216,10 @@ def pareto_set_run(w, a, time_limit: float) -> None:
         print("an end is not proven: no pareto proof")
         return
     seed = union(tables, floors.tables)
-    pp = prove_pareto(w, a, None, seed, proof.lower, floors.least, time_limit)
+    pp = prove_pareto(w, a, None, seed, proof.lower, time_limit)
     for r in pp.runs:
-        print(f"box: energy at most {r.box.energy / 1e9:.6g} mJ, latency at most {r.box.latency * 1e3:.6g} ms: "
+        print(f"box: energy at most {r.box.energy / 1e9:.6g} mJ, latency below {r.box.latency * 1e3:.6g} ms"
+              f"{f' (widened past {r.widened} known points)' if r.widened else ''}: "
               f"{'complete' if r.complete else 'INCOMPLETE'}, {r.points} frontier points in it, {r.seconds:.1f} s")
     seeded = {e: len(t) for e, (t, _, _) in seed.items()}
     for e, (t, _, _) in pp.tables.items():

@@ -335,7 +335,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     if objective == "pareto" and pareto_proof and floors is not None and floors.met and proof is not None \
             and proof.proven and results:
         each = time_limit if proof_time_limit is None else proof_time_limit
-        frontier_proof = prove_pareto(w, a, constraints, union(results, floors.tables), proof.lower, floors.least,
+        frontier_proof = prove_pareto(w, a, constraints, union(results, floors.tables), proof.lower,
                                       each, workers, progress,
                                       lambda tabs: _search(tabs, w, a, objective, progress, "join (pareto proof)"),
                                       seconds=WALL_BOXES * each * len(order))

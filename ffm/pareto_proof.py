@@ -1,27 +1,33 @@
 """The pareto proof: an energy-latency frontier proven exact from complete tables over the
 boxes no known mapping dominates (docs/mapper.md, "Step 57").
 
-Take known mappings (points (E, L)) whose frontier starts at the latency bound B with the
-least energy there (the floors proof's, `ffm.latency_proof.prove_at_floors`) and ends at
+Take known mappings (points (E, L)) whose frontier starts at the latency bound B (the
+floors proof's least-energy mapping there, `ffm.latency_proof.prove_at_floors`) and ends at
 the energy optimum E_low (the energy proof's). Sweep up in latency. Once every
-Pareto-optimal mapping of latency at most `proven_to` is known, let `cap` be the least
-energy among the known points there and L' the least latency of a known point ahead of it
-(lower energy, more latency). A Pareto-optimal mapping of latency in (proven_to, L'] costs
-at most `cap` (else the point at `cap` dominates it), so it lies in the box {E <= cap,
-L <= L'}. A mapping in that box keeps each Einsum within its latency floor plus L' - B
-(`ffm.latency_proof.floor_constraints`: the others take at least their floors), and within
-its energy budget for U = cap (`ffm.slack.slack_tables`, its searches on energy and
-latency). Those tables, complete, hold a row dominating each pmapping of each such
-mapping in its compatibility group, so the pareto join over them finds every
-Pareto-optimal mapping in the box: `proven_to` becomes L', and `cap` the least energy
-now known up to it. The sweep ends once `cap` is E_low: no mapping costs less, so none
-slower is Pareto-optimal. The frontier is then exact.
+Pareto-optimal mapping faster than `proven_to` is known (at first B: none is faster),
+let `cap` be the least energy among the known points of latency at most `proven_to` and
+L' the least latency of a known point ahead of it (lower energy, more latency). A
+Pareto-optimal mapping of latency in [proven_to, L') costs less than `cap` (else the point
+at `cap` dominates it), so it lies in the box {E <= cap, L < L'}. A mapping in that box
+keeps each Einsum below its latency floor plus L' - B (`ffm.latency_proof.floor_constraints`:
+the others take at least their floors), and within its energy budget for U = cap
+(`ffm.slack.slack_tables`, its searches on energy and latency). Those tables, complete,
+hold a row dominating each pmapping of each such mapping in its compatibility group, so
+the pareto join over them finds every Pareto-optimal mapping in the box: `proven_to`
+becomes L', and `cap` the least energy now known up to it. The sweep ends once `cap` is
+E_low: no mapping costs less, so none slower is Pareto-optimal. The frontier is then
+exact, up to latencies within `STRICT` of a known point's: the box stops that far short of
+L', since the point at L' (whose Einsums fill the latency budgets exactly) belongs to the
+next box, whose energy cap it sets. That halves the first box at gpt3 batch 1: its
+minima within the strict budgets rise by 0.94 mJ of its 3.92 mJ slack.
 
-The boxes follow the known points, so their number is the frontier's. Each box's cost
-grows with its energy slack above the Einsums' minima within its latency budgets: at gpt3
-batch 1 the three boxes take 64 to 105 s each, where one set over the whole region (energy
-at most the least-latency point's, 127.29 mJ) took 476 s (docs/pmapgen.md, "The Pareto
-set as boxes").
+A box may end at any latency beyond `proven_to`, not only at the next known point's: the
+same argument holds, with `cap` still the bound on energy. A box's cost grows with its
+energy slack, `cap` minus the Einsums' minima within its latency budgets, far more than
+with its latency slack; so a box is widened over the known points ahead as long as those
+minima stay the same. At gpt3 batch 1 the second and third boxes, whose minima are the
+same (123.02 mJ), become one (90 s, where they took 149). The first box (minima 124.31
+mJ, 0.94 mJ above the second's) stays apart.
 """
 from __future__ import annotations
 
@@ -47,11 +53,14 @@ from workloads.model import Workload
 # limit per Einsum) of wall: a frontier of many points has as many boxes. At gpt3 batch 1
 # with the CLI's 30 s, 600 s for the 237 s its three boxes take
 WALL_BOXES = 2.0
+# a box stops this far (relative) short of the next known point's latency, beyond the
+# budgets' own rounding slack (`BOUND_RTOL` in `floor_constraints`, `LATENCY_RTOL` in pmapgen)
+STRICT = 4 * BOUND_RTOL
 
 
 @dataclass(frozen=True)
 class Box:
-    """Every mapping of energy at most `energy` (pJ) and latency at most `latency` (s)."""
+    """Every mapping of energy at most `energy` (pJ) and latency below `latency` (s)."""
     energy: float
     latency: float
 
@@ -59,11 +68,13 @@ class Box:
 @dataclass(frozen=True)
 class BoxRun:
     """One box of the sweep: whether its tables completed, the frontier points its join
-    found in it, and its wall seconds (minima and tables)."""
+    found in it, its wall seconds (minima and tables), and how many known points it was
+    widened past (`prove_pareto`)."""
     box: Box
     complete: bool
     points: int
     seconds: float
+    widened: int = 0
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,8 +97,8 @@ def frontier_points(found: SearchResult) -> list[tuple[float, float]]:
 
 
 def next_box(points: list[tuple[float, float]], proven_to: float, energy_low: float) -> Box | None:
-    """The sweep's next box (module docstring) once every Pareto-optimal mapping of latency at
-    most `proven_to` is among `points`, or None when the least energy known there is
+    """The sweep's next box (module docstring) once every Pareto-optimal mapping faster than
+    `proven_to` is among `points`, or None when the least energy known there is
     `energy_low` (the energy optimum: nothing slower is Pareto-optimal). Its latency is
     inf when no known point costs less further on."""
     cap = min(e for e, lat in points if lat <= proven_to * (1 + BOUND_RTOL))
@@ -97,43 +108,66 @@ def next_box(points: list[tuple[float, float]], proven_to: float, energy_low: fl
     return Box(cap, min(ahead, default=math.inf))
 
 
-def box_tables(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None, box: Box,
-               time_limit: float | None, workers: int | None = None, progress: bool = False,
+@dataclass(frozen=True)
+class BoxMinima:
+    """Each Einsum's constraints held below its latency floor plus a box's slack (`STRICT`
+    short of it: `held`), and its least energy there (`lows`, pJ, `generate_all`'s rising
+    budgets; None when some Einsum has none: no mapping is that fast). `complete` is False
+    when a search was cut short."""
+    held: dict[str, Constraints]
+    lows: dict[str, float] | None
+    complete: bool
+
+    @property
+    def total(self) -> float:
+        """The lows' sum (inf when None): U minus it is the box's energy slack."""
+        return math.inf if self.lows is None else sum(self.lows.values())
+
+
+def box_minima(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None, latency: float,
+               time_limit: float | None, workers: int | None = None, progress: bool = False) -> BoxMinima:
+    """`BoxMinima` for a box of latency below `latency` (s)."""
+    bound = latency_lower_bound(workload, arch)
+    held = floor_constraints(workload, arch, constraints, slack=latency * (1 - STRICT) - bound)
+    minima = generate_all(workload, arch, held, objectives=("energy", "latency"),
+                          budgets={e: math.inf for e in workload.einsum_names}, rising=True, workers=workers,
+                          progress=progress, time_limit=time_limit, desc="pareto proof: minima")
+    complete = all(s.complete for _, _, s in minima.values())
+    lows = {e: float(t["energy"].min()) for e, (t, _, _) in minima.items()} \
+        if complete and all(len(t) for t, _, _ in minima.values()) else None
+    return BoxMinima(held, lows, complete)
+
+
+def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time_limit: float | None,
+               workers: int | None = None, progress: bool = False,
                deadline: float | None = None) -> tuple[dict[str, tuple], bool]:
     """Tables holding every pmapping of every mapping in `box` (module docstring), and whether
-    they are complete: each Einsum's least energy within its latency floor plus the box's
-    slack (rising budgets), then `ffm.slack.slack_tables` for U = the box's energy under
-    those latency budgets, no keyed search starting after `deadline` (a
-    `time.perf_counter()` value; default: `time_limit` per Einsum from the keyed searches'
-    start). An Einsum with no pmapping within its budget leaves the box empty: no tables,
-    complete."""
-    bound = latency_lower_bound(workload, arch)
-    held = floor_constraints(workload, arch, constraints, slack=box.latency - bound)
-    names = workload.einsum_names
-    minima = generate_all(workload, arch, held, objectives=("energy", "latency"),
-                          budgets={e: math.inf for e in names}, rising=True, workers=workers, progress=progress,
-                          time_limit=time_limit, desc="pareto proof: minima")
-    if not all(s.complete for _, _, s in minima.values()):
-        return {}, False
-    if any(len(t) == 0 for t, _, _ in minima.values()):
-        return {}, True
-    lows = {e: float(t["energy"].min()) for e, (t, _, _) in minima.items()}
-    own = None if time_limit is None else time.perf_counter() + time_limit * len(names)
-    st = slack_tables(workload, arch, box.energy, lows, held, time_limit=time_limit, workers=workers,
+    they are complete: `ffm.slack.slack_tables` for U = the box's energy under the latency
+    budgets and with the minima of `minima` (`box_minima` for the box's latency). The box
+    has `time_limit` per Einsum of wall from the keyed searches' start, and any one keyed
+    search may take all of it: no keyed search starts after that, nor after `deadline` (a
+    `time.perf_counter()` value). (With `time_limit` per search, V's longest search in a
+    widened box at gpt3 batch 1, about 25 s alone, was cut short in one run of two.) An
+    Einsum with no pmapping within its budget leaves the box empty: no tables, complete."""
+    if not minima.complete or minima.lows is None:
+        return {}, minima.complete
+    wall = None if time_limit is None else time_limit * len(minima.lows)
+    own = None if wall is None else time.perf_counter() + wall
+    st = slack_tables(workload, arch, box.energy, minima.lows, minima.held, time_limit=wall, workers=workers,
                       progress=progress, max_rows=PROOF_ROWS,
                       deadline=min((d for d in (own, deadline) if d is not None), default=None))
     return dict(st.results), not st.incomplete
 
 
 def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None,
-                 seed: dict[str, tuple], energy_low: float, at_bound: bool, time_limit: float | None,
+                 seed: dict[str, tuple], energy_low: float, time_limit: float | None,
                  workers: int | None = None, progress: bool = False,
                  join_pareto: Callable[[dict[str, pd.DataFrame]], SearchResult] | None = None,
                  seconds: float | None = None) -> ParetoProof:
     """The pareto proof (module docstring) from the `seed` tables (`generate_all`-style; the
-    floors proof's and the energy proof's), `energy_low` the proven energy optimum (pJ),
-    `at_bound` whether the seed's least energy at the latency bound is proven the least
-    there (else a first box at the bound proves it). Searches of `time_limit` seconds
+    floors proof's and the energy proof's), `energy_low` the proven energy optimum (pJ);
+    the seed's mapping at the latency bound need not be the least energy there (the first
+    box holds any less). Searches of `time_limit` seconds
     (`box_tables`); `join_pareto` is the pareto join (default `ffm.search.search`). With
     `seconds`, no box (nor keyed search) starts that many seconds after the start: a
     frontier of many points has as many boxes (not proven then)."""
@@ -144,34 +178,45 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     tables = seed
     found = join({e: t for e, (t, _, _) in tables.items()})
     runs: list[BoxRun] = []
-    proven_to = bound if at_bound else None
+    proven_to = bound
     reason = ""
     while True:
         points = frontier_points(found)
-        if proven_to is None:
-            at = [e for e, lat in points if lat <= bound * (1 + BOUND_RTOL)]
-            if not at:
-                reason = "no known mapping at the latency bound"
-                break
-            box = Box(min(at), bound)
-        else:
-            box = next_box(points, proven_to, energy_low)
-            if box is None:
-                break
-            if math.isinf(box.latency):
-                reason = "no known mapping reaches the energy optimum"
-                break
+        if not any(lat <= bound * (1 + BOUND_RTOL) for _, lat in points):
+            reason = "no known mapping at the latency bound"
+            break
+        box = next_box(points, proven_to, energy_low)
+        if box is None:
+            break
+        if math.isinf(box.latency):
+            reason = "no known mapping reaches the energy optimum"
+            break
         began = time.perf_counter()
         if deadline is not None and began > deadline:
             reason = f"out of time after {len(runs)} box{'' if len(runs) == 1 else 'es'}"
             break
-        got, complete = box_tables(workload, arch, constraints, box, time_limit, workers, progress, deadline)
+        minima = box_minima(workload, arch, constraints, box.latency, time_limit, workers, progress)
+        end = min((lat for e, lat in points if e <= energy_low * (1 + BOUND_RTOL)), default=math.inf)
+        widened = 0
+        # a box may end at any latency: widened over the known points ahead while the minima
+        # stay (the same energy slack), one box searches what would take two. Not past a point
+        # at the energy optimum (there the sweep ends; the join may hold more, equal up to rounding)
+        for _, lat in points:
+            if lat <= box.latency * (1 + BOUND_RTOL):  # (behind, or the box's own: points may repeat)
+                continue
+            if not minima.complete or box.latency >= end or (deadline is not None and time.perf_counter() > deadline):
+                break
+            wider = box_minima(workload, arch, constraints, lat, time_limit, workers, progress)
+            if not wider.complete or wider.total < minima.total * (1 - BOUND_RTOL):
+                break
+            box, minima, widened = Box(box.energy, lat), wider, widened + 1
+        got, complete = box_tables(workload, arch, box, minima, time_limit, workers, progress, deadline)
         if got:
             tables = union(tables, got)
             found = join({e: t for e, (t, _, _) in tables.items()})
-        inside = sum(e <= box.energy * (1 + BOUND_RTOL) and lat <= box.latency * (1 + BOUND_RTOL)
+        inside = sum(e <= box.energy * (1 + BOUND_RTOL) and lat < box.latency * (1 - STRICT)
                      for e, lat in frontier_points(found))
-        runs.append(BoxRun(box, complete, inside, time.perf_counter() - began))
+        runs.append(BoxRun(box, complete, inside, time.perf_counter() - began, widened))
         if not complete:
             reason = "a box's searches were cut short"
             break

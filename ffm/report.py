@@ -157,9 +157,11 @@ def pareto_proof_lines(pp: ParetoProof) -> list[str]:
     """What the pareto proof (`ffm.pareto_proof`, run for pareto after the energy proof) gave:
     each box it searched, and whether the frontier is proven exact."""
     what = ("Pareto proof (from the least-latency end, every mapping no known point dominates lies in a box "
-            "{energy at most the last known point's, latency at most the next's}; complete tables over each box, "
-            "joined, hold every Pareto-optimal mapping in it)")
-    boxes = "; ".join(f"at most {energy_text(r.box.energy)} and {time_text(r.box.latency)}: "
+            "{energy at most the last known point's, latency below the next's, or a later one's while the Einsums' minima "
+            "within it stay the same}; complete tables over each box, joined, hold every Pareto-optimal mapping in it)")
+    boxes = "; ".join(f"at most {energy_text(r.box.energy)} and below {time_text(r.box.latency)}"
+                      + (f" (widened past {r.widened} known point{'' if r.widened == 1 else 's'})" if r.widened else "")
+                      + ": "
                       + (f"{r.points} point{'' if r.points == 1 else 's'}, {r.seconds:.1f} s" if r.complete else f"cut short after {r.seconds:.1f} s")
                       for r in pp.runs)
     done = f"{len(pp.runs)} box{'' if len(pp.runs) == 1 else 'es'} in {pp.seconds:.1f} s" + (f" ({boxes})" if boxes else "")
