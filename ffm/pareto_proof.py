@@ -18,16 +18,19 @@ becomes L', and `cap` the least energy now known up to it. The sweep ends once `
 E_low: no mapping costs less, so none slower is Pareto-optimal. The frontier is then
 exact, up to latencies within `STRICT` of a known point's: the box stops that far short of
 L', since the point at L' (whose Einsums fill the latency budgets exactly) belongs to the
-next box, whose energy cap it sets. That halves the first box at gpt3 batch 1: its
-minima within the strict budgets rise by 0.94 mJ of its 3.92 mJ slack.
+next box, whose energy cap it sets. At gpt3 batch 1 the first box's minima within the
+strict budgets rise by 0.94 mJ of its 3.92 mJ slack, and it takes 41 to 53 s where it
+took 84 to 86.
 
 A box may end at any latency beyond `proven_to`, not only at the next known point's: the
-same argument holds, with `cap` still the bound on energy. A box's cost grows with its
-energy slack, `cap` minus the Einsums' minima within its latency budgets, far more than
-with its latency slack; so a box is widened over the known points ahead as long as those
-minima stay the same. At gpt3 batch 1 the second and third boxes, whose minima are the
-same (123.02 mJ), become one (90 s, where they took 149). The first box (minima 124.31
-mJ, 0.94 mJ above the second's) stays apart.
+same argument holds, with `cap` still the bound on energy. A box's cost grows mostly with
+its energy slack, `cap` minus the Einsums' minima within its latency budgets; so a box is
+widened over the known points ahead as long as those minima stay the same, up to the
+energy optimum's point (past it the minima stay too, but the sweep is over, and the
+latency slack alone doubled a box's time in one run). At gpt3 batch 1 the second and
+third boxes, whose minima are the same (123.02 mJ), become one: 87.9 s with its minima,
+where they took 80.8 and 68.5 s. The first box (minima 124.31 mJ, 1.29 mJ above the
+second's) stays apart; checking that cost 7 s.
 """
 from __future__ import annotations
 
@@ -51,7 +54,7 @@ from workloads.model import Workload
 
 # `ffm.map` gives the pareto proof this many times one box's own deadline (its search time
 # limit per Einsum) of wall: a frontier of many points has as many boxes. At gpt3 batch 1
-# with the CLI's 30 s, 600 s for the 237 s its three boxes take
+# with the CLI's 30 s, 600 s for the 143 s its two boxes take (Step 58)
 WALL_BOXES = 2.0
 # a box stops this far (relative) short of the next known point's latency, beyond the
 # budgets' own rounding slack (`BOUND_RTOL` in `floor_constraints`, `LATENCY_RTOL` in pmapgen)
@@ -146,8 +149,9 @@ def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time
     budgets and with the minima of `minima` (`box_minima` for the box's latency). The box
     has `time_limit` per Einsum of wall from the keyed searches' start, and any one keyed
     search may take all of it: no keyed search starts after that, nor after `deadline` (a
-    `time.perf_counter()` value). (With `time_limit` per search, V's longest search in a
-    widened box at gpt3 batch 1, about 25 s alone, was cut short in one run of two.) An
+    `time.perf_counter()` value). (With `time_limit` per search, the widened box at gpt3
+    batch 1 was cut short in one product run of two: V's table had 317 rows there, where
+    K's and Q's, the same Einsum searched again, had 1,892.) An
     Einsum with no pmapping within its budget leaves the box empty: no tables, complete."""
     if not minima.complete or minima.lows is None:
         return {}, minima.complete
