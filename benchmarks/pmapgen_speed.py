@@ -220,7 +220,7 @@ def pareto_set_run(w, a, time_limit: float) -> None:
     for r in pp.runs:
         print(f"box: energy at most {r.box.energy / 1e9:.6g} mJ, latency below {r.box.latency * 1e3:.6g} ms"
               f"{f' (widened past {r.widened} known points)' if r.widened else ''}: "
-              f"{'complete' if r.complete else 'INCOMPLETE'}, {r.points} frontier points in it, {r.seconds:.1f} s")
+              f"{'complete' if r.complete else 'INCOMPLETE'}, {r.points} frontier point{'' if r.points == 1 else 's'} in it, {r.seconds:.1f} s")
     seeded = {e: len(t) for e, (t, _, _) in seed.items()}
     for e, (t, _, _) in pp.tables.items():
         print(f"{e:<12}{'-':>11}{'-':>13}{len(t) - seeded[e]:>8}{'-':>9}{children_peak_mib():>10.0f}  "
