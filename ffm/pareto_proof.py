@@ -184,6 +184,13 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     runs: list[BoxRun] = []
     proven_to = bound
     reason = ""
+    known: dict[float, BoxMinima] = {}
+
+    def minima_at(latency: float) -> BoxMinima:  # (a check that did not widen a box starts the next)
+        if latency not in known:
+            known[latency] = box_minima(workload, arch, constraints, latency, time_limit, workers, progress)
+        return known[latency]
+
     while True:
         points = frontier_points(found)
         if not any(lat <= bound * (1 + BOUND_RTOL) for _, lat in points):
@@ -199,7 +206,7 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         if deadline is not None and began > deadline:
             reason = f"out of time after {len(runs)} box{'' if len(runs) == 1 else 'es'}"
             break
-        minima = box_minima(workload, arch, constraints, box.latency, time_limit, workers, progress)
+        minima = minima_at(box.latency)
         end = min((lat for e, lat in points if e <= energy_low * (1 + BOUND_RTOL)), default=math.inf)
         widened = 0
         # a box may end at any latency: widened over the known points ahead while the minima
@@ -210,7 +217,7 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                 continue
             if not minima.complete or box.latency >= end or (deadline is not None and time.perf_counter() > deadline):
                 break
-            wider = box_minima(workload, arch, constraints, lat, time_limit, workers, progress)
+            wider = minima_at(lat)
             if not wider.complete or wider.total < minima.total * (1 - BOUND_RTOL):
                 break
             box, minima, widened = Box(box.energy, lat), wider, widened + 1
