@@ -151,8 +151,8 @@ def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time
     search may take all of it: no keyed search starts after that, nor after `deadline` (a
     `time.perf_counter()` value). (With `time_limit` per search, the widened box at gpt3
     batch 1 was cut short in one product run of two: V's table had 317 rows there, where
-    K's and Q's, the same Einsum searched again, had 1,892.) An
-    Einsum with no pmapping within its budget leaves the box empty: no tables, complete."""
+    K's and Q's, the same Einsum searched again, had 1,892.) An Einsum with no pmapping
+    within its budget leaves the box empty: no tables, complete."""
     if not minima.complete or minima.lows is None:
         return {}, minima.complete
     wall = None if time_limit is None else time_limit * len(minima.lows)
@@ -171,10 +171,10 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     """The pareto proof (module docstring) from the `seed` tables (`generate_all`-style; the
     floors proof's and the energy proof's), `energy_low` the proven energy optimum (pJ);
     the seed's mapping at the latency bound need not be the least energy there (the first
-    box holds any less). Searches of `time_limit` seconds
-    (`box_tables`); `join_pareto` is the pareto join (default `ffm.search.search`). With
-    `seconds`, no box (nor keyed search) starts that many seconds after the start: a
-    frontier of many points has as many boxes (not proven then)."""
+    box holds any less). Each box has `time_limit` seconds per Einsum (`box_tables`);
+    `join_pareto` is the pareto join (default `ffm.search.search`). With `seconds`, no box
+    (nor keyed search) starts that many seconds after the start: a frontier of many points
+    has up to as many boxes (not proven then)."""
     start = time.perf_counter()
     deadline = None if seconds is None else start + seconds
     join = join_pareto or (lambda tabs: search(tabs, workload, arch, "pareto"))
