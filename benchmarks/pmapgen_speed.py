@@ -85,6 +85,7 @@ from ffm.budgets import PROOF_ROWS, prove_energy
 from ffm.latency_bound import einsum_latency_floor
 from ffm.latency_proof import floor_constraints, prove_at_floors
 from ffm.pareto_proof import frontier_points, prove_pareto
+from ffm.report import box_text
 from ffm.slack import latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
 from pmapgen import Constraints, generate, generate_all
 from pmapgen.all_einsums import union
@@ -218,9 +219,7 @@ def pareto_set_run(w, a, time_limit: float) -> None:
     seed = union(tables, floors.tables)
     pp = prove_pareto(w, a, None, seed, proof.lower, time_limit)
     for r in pp.runs:
-        print(f"box: energy at most {r.box.energy / 1e9:.6g} mJ, latency below {r.box.latency * 1e3:.6g} ms"
-              f"{f' (widened past {r.widened} known points)' if r.widened else ''}: "
-              f"{'complete' if r.complete else 'INCOMPLETE'}, {r.points} frontier point{'' if r.points == 1 else 's'} in it, {r.seconds:.1f} s")
+        print(f"box: {box_text(r)}")
     seeded = {e: len(t) for e, (t, _, _) in seed.items()}
     for e, (t, _, _) in pp.tables.items():
         print(f"{e:<12}{'-':>11}{'-':>13}{len(t) - seeded[e]:>8}{'-':>9}{children_peak_mib():>10.0f}  "

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from ffm.budgets import Proof
 from ffm.descent import Descent
 from ffm.edp_proof import EdpProof
-from ffm.pareto_proof import ParetoProof
+from ffm.pareto_proof import BoxRun, ParetoProof
 from ffm.latency_proof import FloorsProof, LatencyProof
 from ffm.mapper import MapResult, MapStats
 from looptree.render import edp_text, energy_text, report_text, time_text
@@ -153,17 +153,22 @@ def edp_proof_lines(ep: EdpProof) -> list[str]:
     return textwrap.wrap(text, 100, initial_indent="  ", subsequent_indent="    ")
 
 
+def box_text(run: BoxRun) -> str:
+    """One box of the pareto proof: its corner, how many known points it was widened past,
+    and the frontier points found inside it with its seconds (or that it was cut short)."""
+    widened = f" (widened past {run.widened} known point{'' if run.widened == 1 else 's'})" if run.widened else ""
+    done = (f"{run.points} point{'' if run.points == 1 else 's'}, {run.seconds:.1f} s" if run.complete
+            else f"cut short after {run.seconds:.1f} s")
+    return f"at most {energy_text(run.box.energy)} and below {time_text(run.box.latency)}{widened}: {done}"
+
+
 def pareto_proof_lines(pp: ParetoProof) -> list[str]:
     """What the pareto proof (`ffm.pareto_proof`, run for pareto after the energy proof) gave:
     each box it searched, and whether the frontier is proven exact."""
     what = ("Pareto proof (from the least-latency end, every mapping no known point dominates lies in a box "
             "{energy at most the last known point's, latency below the next's, or a later one's while the Einsums' minima "
             "within it stay the same}; complete tables over each box, joined, hold every Pareto-optimal mapping in it)")
-    boxes = "; ".join(f"at most {energy_text(r.box.energy)} and below {time_text(r.box.latency)}"
-                      + (f" (widened past {r.widened} known point{'' if r.widened == 1 else 's'})" if r.widened else "")
-                      + ": "
-                      + (f"{r.points} point{'' if r.points == 1 else 's'}, {r.seconds:.1f} s" if r.complete else f"cut short after {r.seconds:.1f} s")
-                      for r in pp.runs)
+    boxes = "; ".join(box_text(r) for r in pp.runs)
     done = f"{len(pp.runs)} box{'' if len(pp.runs) == 1 else 'es'} in {pp.seconds:.1f} s" + (f" ({boxes})" if boxes else "")
     text = (f"{what}: {done}, up to the energy optimum: the frontier is exact." if pp.proven else
             f"{what}: {done}; stopped ({pp.reason}): the frontier is not proven.")
