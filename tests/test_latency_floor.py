@@ -24,8 +24,15 @@ RTOL = 1e-9
 
 
 @settings(max_examples=12, **SETTINGS)
-@given(small_problems(max_levels=3, bandwidths=True))
+@given(small_problems(max_levels=2, bandwidths=True))  # 3 levels: the slow version below
 def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_latency(problem):
+    assert floors_below_completions(problem, "latency") > 0
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True))
+def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_latency_long(problem):
     assert floors_below_completions(problem, "latency") > 0
 
 
@@ -37,9 +44,17 @@ def test_every_partial_pmapping_s_latency_floor_is_at_most_its_completions_laten
 
 
 @settings(max_examples=10, **SETTINGS)
-@given(small_problems(max_levels=3, bandwidths=True))
+@given(small_problems(max_levels=2, bandwidths=True))  # 3 levels: the slow version below
 def test_every_partial_pmapping_s_floor_with_sets_of_ports_is_at_most_its_completions_latency(problem):
     """With floors of sets of ports summed (`pmapgen.latency_floor.port_sets`) as well."""
+    with mock.patch.object(prefixes, "PORT_SETS", 3):
+        assert floors_below_completions(problem, "latency") > 0
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True))
+def test_every_partial_pmapping_s_floor_with_sets_of_ports_is_at_most_its_completions_latency_long(problem):
     with mock.patch.object(prefixes, "PORT_SETS", 3):
         assert floors_below_completions(problem, "latency") > 0
 

@@ -258,9 +258,7 @@ def test_prefix_search_deepest_structure_first_processes_every_key_once_and_equa
         assert frontier(deepest[0]) == frontier(level[0]), e
 
 
-@settings(max_examples=10, **SETTINGS)
-@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
-def test_keys_reached_first_are_each_processed_once_and_keep_the_frontier(problem, objectives):
+def keys_reached_first(problem, objectives) -> None:
     """Without a budget, keys are handed out one at a time, the highest progress no waiting
     key may reach first (`key_order.Reached`): every key is still processed once, after
     every row that reaches it (a key processed before its last rows came would be pushed
@@ -282,9 +280,20 @@ def test_keys_reached_first_are_each_processed_once_and_keep_the_frontier(proble
         assert frontier(reached[0], objectives) == frontier(level[0], objectives), e
 
 
-@settings(max_examples=10, **SETTINGS)
+@settings(max_examples=5, **SETTINGS)
 @given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
-def test_keys_spilled_before_all_their_rows_came_keep_the_frontier(problem, objectives):
+def test_keys_reached_first_are_each_processed_once_and_keep_the_frontier(problem, objectives):
+    keys_reached_first(problem, objectives)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+def test_keys_reached_first_are_each_processed_once_and_keep_the_frontier_long(problem, objectives):
+    keys_reached_first(problem, objectives)
+
+
+def keys_spilled(problem, objectives) -> None:
     """Past `SPILL_AT` of its waiting rows, the search takes the highest-progress key
     whether or not rows may still come to it; rows that come later wait there again and
     are processed again. With the share at 0 every key is taken so, the most out of order a
@@ -304,6 +313,19 @@ def test_keys_spilled_before_all_their_rows_came_keep_the_frontier(problem, obje
                 assert search.stats.spilled == search.stats.prefixes == len(processed), e
             spilled = generate_by_prefixes(e, w, a, objectives=objectives, max_rows=1 << 40)
         assert frontier(spilled[0], objectives) == frontier(level[0], objectives), e
+
+
+@settings(max_examples=5, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+def test_keys_spilled_before_all_their_rows_came_keep_the_frontier(problem, objectives):
+    keys_spilled(problem, objectives)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+def test_keys_spilled_before_all_their_rows_came_keep_the_frontier_long(problem, objectives):
+    keys_spilled(problem, objectives)
 
 
 def reordered_blocks_move_alike(search, limit: int) -> int:

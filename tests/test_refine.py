@@ -13,6 +13,7 @@ import threading
 from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -277,13 +278,22 @@ def mirrored_inputs(m: int, k: int):
                            "einsums": ["A[m,k] = XA[m,k]", "B[p,k] = XB[p,k]", "Z[m,p] = A[m,k] * B[p,k]"]})
 
 
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=10, **SETTINGS)
 @given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 4]), st.sampled_from([2, 3]),
        st.integers(0, 10**6))
 def test_keyed_searches_of_mirror_image_keys_give_each_key_the_least_cost_of_the_exhaustive_table(problem, m, k,
                                                                                                    pick):
     """`check_keyed_searches` on Z[m,p] = A[m,k] * B[p,k]: of each mirror-image pair of keys
     one is searched and the other answered by its rows mirrored."""
+    check_keyed_searches(mirrored_inputs(m, k), problem[1], pick, mirrored=True)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 4]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_keyed_searches_of_mirror_image_keys_give_each_key_the_least_cost_of_the_exhaustive_table_long(problem, m, k,
+                                                                                                        pick):
     check_keyed_searches(mirrored_inputs(m, k), problem[1], pick, mirrored=True)
 
 
@@ -470,10 +480,7 @@ def twin_projections(m: int, a: int, b: int):
                            "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,b] = X[m,a] * W1[a,b]"]})
 
 
-@settings(max_examples=15, **SETTINGS)
-@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-       st.integers(0, 10**6))
-def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searched_its_own(problem, m, a, pick):
+def twin_wildcards(problem, m, a, pick) -> None:
     """The term (Y, Z) of twins with equal budgets: every search Z needs is one Y ran
     (`search_keys` keys them by signature, names factored out), answered renamed, and the
     refinement equals the one where each twin runs its own searches (the signature made
@@ -526,6 +533,21 @@ def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searche
                 {"X", "W1", "Z"}, p
 
 
+@settings(max_examples=8, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searched_its_own(problem, m, a, pick):
+    twin_wildcards(problem, m, a, pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=45, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searched_its_own_long(problem, m, a, pick):
+    twin_wildcards(problem, m, a, pick)
+
+
 def producer_and_consumer(m: int, a: int):
     """Z reads Y, which reads X (as AV reads V at batch 1): with Y and Z the wildcards, Z's
     input comes from a wildcard."""
@@ -533,10 +555,7 @@ def producer_and_consumer(m: int, a: int):
                            "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,a] = Y[m,b] * W1[b,a]"]})
 
 
-@settings(max_examples=12, **SETTINGS)
-@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-       st.integers(0, 10**6))
-def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bounds_the_term(problem, m, a, pick):
+def wildcard_reading_an_absorbed_one(problem, m, a, pick) -> None:
     """The term (Y, Z) of a chain: once Y's keyed searches complete, its keyed rows join
     Z's rest, so Z is searched keyed by Y's c_T (the c_T its rows give), not with Y's
     output free; `check_refine` judges the refinement against brute force."""
@@ -558,6 +577,21 @@ def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bound
     assert r.absorbed == (("Y",) if z else ()) or r.value >= bound * (1 - RTOL), (r, groups)
     assert all(set(g) == {"Y"} for g in z), z  # Y produces Z's only input: Z is keyed by Y's c_T
     _bump("Z keyed by Y's rows", int(bool(z)))
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bounds_the_term(problem, m, a, pick):
+    wildcard_reading_an_absorbed_one(problem, m, a, pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=36, **SETTINGS)
+@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+       st.integers(0, 10**6))
+def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bounds_the_term_long(problem, m, a, pick):
+    wildcard_reading_an_absorbed_one(problem, m, a, pick)
 
 
 def test_a_wildcard_whose_keys_closed_a_term_is_searched_first():
