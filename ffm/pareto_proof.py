@@ -31,6 +31,13 @@ latency slack alone doubled a box's time in one run). At gpt3 batch 1 the second
 third boxes, whose minima are the same (123.02 mJ), become one: 87.9 s with its minima,
 where they took 80.8 and 68.5 s. The first box (minima 124.31 mJ, 1.29 mJ above the
 second's) stays apart; checking that cost 7 s.
+
+A box's `ffm.slack.slack_tables` first probes every Einsum within its uniform budget for a
+few seconds, keeping the tables that complete (at gpt3 batch 1 I, QK_softmax, FFA and FFB)
+and keying the rest. Each box after the first searches within their uniform budgets the
+Einsums the box before completed so, and keys the rest at once: the probes that would
+only fail again are not run (`box_tables`' `uniform`). Either way the tables hold what the
+box needs, so this changes only the time.
 """
 from __future__ import annotations
 
@@ -141,9 +148,19 @@ def box_minima(workload: Workload, arch: Arch, constraints: dict[str, Constraint
     return BoxMinima(held, lows, complete)
 
 
+@dataclass(frozen=True, eq=False)
+class BoxTables:
+    """`box_tables`' result: per Einsum (table, templates, Stats), whether every table is
+    complete, and the Einsums whose tables came from their uniform budgets (complete in
+    `slack_tables`' probe, or named by `uniform`)."""
+    tables: dict[str, tuple]
+    complete: bool
+    uniform: tuple[str, ...] = ()
+
+
 def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time_limit: float | None,
-               workers: int | None = None, progress: bool = False,
-               deadline: float | None = None) -> tuple[dict[str, tuple], bool]:
+               workers: int | None = None, progress: bool = False, deadline: float | None = None,
+               uniform: tuple[str, ...] | None = None) -> BoxTables:
     """Tables holding every pmapping of every mapping in `box` (module docstring), and whether
     they are complete: `ffm.slack.slack_tables` for U = the box's energy under the latency
     budgets and with the minima of `minima` (`box_minima` for the box's latency). The box
@@ -151,16 +168,18 @@ def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time
     search may take all of it: no keyed search starts after that, nor after `deadline` (a
     `time.perf_counter()` value). (With `time_limit` per search, the widened box at gpt3
     batch 1 was cut short in one product run of two: V's table had 317 rows there, where
-    K's and Q's, the same Einsum searched again, had 1,892.) An Einsum with no pmapping
-    within its budget leaves the box empty: no tables, complete."""
+    K's and Q's, the same Einsum searched again, had 1,892.) `uniform` names the Einsums to
+    search within their uniform budgets, the rest keyed with no probe (`slack_tables`'
+    `uniform`; `prove_pareto` passes those the box before completed so). An Einsum with no
+    pmapping within its budget leaves the box empty: no tables, complete."""
     if not minima.complete or minima.lows is None:
-        return {}, minima.complete
+        return BoxTables({}, minima.complete)
     wall = None if time_limit is None else time_limit * len(minima.lows)
     own = None if wall is None else time.perf_counter() + wall
     st = slack_tables(workload, arch, box.energy, minima.lows, minima.held, time_limit=wall, workers=workers,
-                      progress=progress, max_rows=PROOF_ROWS,
+                      progress=progress, max_rows=PROOF_ROWS, uniform=uniform,
                       deadline=min((d for d in (own, deadline) if d is not None), default=None))
-    return dict(st.results), not st.incomplete
+    return BoxTables(dict(st.results), not st.incomplete, st.uniform)
 
 
 def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None,
@@ -185,6 +204,9 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     proven_to = bound
     reason = ""
     known: dict[float, BoxMinima] = {}
+    # the Einsums the last box's probe completed within their uniform budgets: the next box
+    # searches them so and keys the rest at once, not probing those again (None: probe all)
+    uniform: tuple[str, ...] | None = None
 
     def minima_at(latency: float) -> BoxMinima:  # (a check that did not widen a box starts the next)
         if latency not in known:
@@ -221,9 +243,10 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
             if not wider.complete or wider.total < minima.total * (1 - BOUND_RTOL):
                 break
             box, minima, widened = Box(box.energy, lat), wider, widened + 1
-        got, complete = box_tables(workload, arch, box, minima, time_limit, workers, progress, deadline)
-        if got:
-            tables = union(tables, got)
+        got = box_tables(workload, arch, box, minima, time_limit, workers, progress, deadline, uniform)
+        complete, uniform = got.complete, got.uniform
+        if got.tables:
+            tables = union(tables, got.tables)
             found = join({e: t for e, (t, _, _) in tables.items()})
         inside = sum(e <= box.energy * (1 + BOUND_RTOL) and lat < box.latency * (1 - STRICT)
                      for e, lat in frontier_points(found))

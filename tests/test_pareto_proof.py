@@ -110,7 +110,8 @@ def test_a_proven_frontier_is_the_exhaustive_frontier_long(problem):
 def check_box(workload, arch, data) -> None:
     """A box cornered at exhaustive frontier points (energy at most point i's, latency below
     point k's, k > i, or beyond the last): the pareto join of its tables (`box_minima`,
-    `box_tables`) has, in the box, exactly the exhaustive frontier's points there. The
+    `box_tables`, some Einsums drawn to be searched within their uniform budgets, the rest
+    keyed) has, in the box, exactly the exhaustive frontier's points there. The
     corners sit on points, so a cap set low loses point i where its Einsums other than one
     are at their minima, and a box stopping short of point k's latency loses the points
     just below it."""
@@ -124,9 +125,14 @@ def check_box(workload, arch, data) -> None:
     k = data.draw(st.integers(i + 1, len(points)), label="point k")
     box = Box(points[i][0], points[k][1] if k < len(points) else 2 * points[-1][1])
     minima = box_minima(workload, arch, None, box.latency, 60.0, workers=1)
-    got, complete = box_tables(workload, arch, box, minima, 60.0, workers=1)
-    assert complete
-    found = frontier_points(search({e: t for e, (t, _, _) in got.items()}, workload, arch, "pareto")) if got else []
+    # some Einsums searched within their uniform budgets, as the sweep does once a box before
+    # completed them so (`prove_pareto`), the rest keyed
+    uniform = data.draw(st.none() | st.lists(st.sampled_from(workload.einsum_names), unique=True).map(tuple),
+                        label="uniform")
+    got = box_tables(workload, arch, box, minima, 60.0, workers=1, uniform=uniform)
+    assert got.complete
+    found = frontier_points(search({e: t for e, (t, _, _) in got.tables.items()}, workload, arch, "pareto")) \
+        if got.tables else []
 
     def inside(pts):
         return pairs([(e, lat) for e, lat in pts if e <= box.energy * (1 + RTOL) and lat < box.latency * (1 - 1e-6)])
