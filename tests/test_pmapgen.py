@@ -258,6 +258,10 @@ def test_prefix_search_deepest_structure_first_processes_every_key_once_and_equa
         assert frontier(deepest[0]) == frontier(level[0]), e
 
 
+# three levels with ports limited, searched with latency among the objectives or alone
+KEY_ORDER_CASES = (small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+
+
 def keys_reached_first(problem, objectives) -> None:
     """Without a budget, keys are handed out one at a time, the highest progress no waiting
     key may reach first (`key_order.Reached`): every key is still processed once, after
@@ -281,14 +285,14 @@ def keys_reached_first(problem, objectives) -> None:
 
 
 @settings(max_examples=5, **SETTINGS)
-@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+@given(*KEY_ORDER_CASES)
 def test_keys_reached_first_are_each_processed_once_and_keep_the_frontier(problem, objectives):
     keys_reached_first(problem, objectives)
 
 
 @pytest.mark.slow
 @settings(max_examples=30, **SETTINGS)
-@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+@given(*KEY_ORDER_CASES)
 def test_keys_reached_first_are_each_processed_once_and_keep_the_frontier_long(problem, objectives):
     keys_reached_first(problem, objectives)
 
@@ -316,14 +320,14 @@ def keys_spilled(problem, objectives) -> None:
 
 
 @settings(max_examples=5, **SETTINGS)
-@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+@given(*KEY_ORDER_CASES)
 def test_keys_spilled_before_all_their_rows_came_keep_the_frontier(problem, objectives):
     keys_spilled(problem, objectives)
 
 
 @pytest.mark.slow
 @settings(max_examples=30, **SETTINGS)
-@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
+@given(*KEY_ORDER_CASES)
 def test_keys_spilled_before_all_their_rows_came_keep_the_frontier_long(problem, objectives):
     keys_spilled(problem, objectives)
 

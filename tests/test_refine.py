@@ -474,6 +474,12 @@ def test_a_refined_term_still_bounds_its_mappings_after_another_einsum_is_raised
     check_refined_term_after_a_raise(*problem, pick=pick)
 
 
+# a two-level arch, two sizes of m and a, and the `pick` that draws the budgets (`refine_case`):
+# what the twin and chain terms below are drawn from, by default and in their long versions
+TERM_CASES = (problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+              st.integers(0, 10**6))
+
+
 def twin_projections(m: int, a: int, b: int):
     """Y and Z read X alike and are identical up to names (as gpt3's V, K and Q read I)."""
     return workloads.load({"name": "twins", "rank_sizes": {"m": m, "a": a, "b": b}, "bits": 8,
@@ -534,16 +540,14 @@ def twin_wildcards(problem, m, a, pick) -> None:
 
 
 @settings(max_examples=8, **SETTINGS)
-@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-       st.integers(0, 10**6))
+@given(*TERM_CASES)
 def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searched_its_own(problem, m, a, pick):
     twin_wildcards(problem, m, a, pick)
 
 
 @pytest.mark.slow
 @settings(max_examples=45, **SETTINGS)
-@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-       st.integers(0, 10**6))
+@given(*TERM_CASES)
 def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searched_its_own_long(problem, m, a, pick):
     twin_wildcards(problem, m, a, pick)
 
@@ -580,16 +584,14 @@ def wildcard_reading_an_absorbed_one(problem, m, a, pick) -> None:
 
 
 @settings(max_examples=6, **SETTINGS)
-@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-       st.integers(0, 10**6))
+@given(*TERM_CASES)
 def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bounds_the_term(problem, m, a, pick):
     wildcard_reading_an_absorbed_one(problem, m, a, pick)
 
 
 @pytest.mark.slow
 @settings(max_examples=36, **SETTINGS)
-@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-       st.integers(0, 10**6))
+@given(*TERM_CASES)
 def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bounds_the_term_long(problem, m, a, pick):
     wildcard_reading_an_absorbed_one(problem, m, a, pick)
 
