@@ -152,10 +152,10 @@ def box_minima(workload: Workload, arch: Arch, constraints: dict[str, Constraint
 class BoxTables:
     """`box_tables`' result: per Einsum (table, templates, Stats), whether every table is
     complete, and the Einsums whose tables came from their uniform budgets (complete in
-    `slack_tables`' probe, or named by `uniform`)."""
+    `slack_tables`' probe, or named by `uniform`; None when nothing was searched)."""
     tables: dict[str, tuple]
     complete: bool
-    uniform: tuple[str, ...] = ()
+    uniform: tuple[str, ...] | None = None
 
 
 def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time_limit: float | None,
@@ -244,7 +244,7 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                 break
             box, minima, widened = Box(box.energy, lat), wider, widened + 1
         got = box_tables(workload, arch, box, minima, time_limit, workers, progress, deadline, uniform)
-        complete, uniform = got.complete, got.uniform
+        complete, uniform = got.complete, uniform if got.uniform is None else got.uniform
         if got.tables:
             tables = union(tables, got.tables)
             found = join({e: t for e, (t, _, _) in tables.items()})
