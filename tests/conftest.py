@@ -1,7 +1,6 @@
 """Hypothesis profiles (README, "Tests"). The default suite runs under `gate`: derandomized,
-so every run tries the same examples and takes the same time (with random examples one
-large draw made the default suite take 1,009 s in one run where it took 420 to 442 s in
-others), and a failure reproduces as it is. `pytest --hypothesis-profile explore` draws
+so every run tries the same examples, its time depends on the machine and not on the
+draw, and a failure reproduces as it is. `pytest --hypothesis-profile explore` draws
 fresh examples each run, keeping failures in the example database, to look for new ones."""
 from hypothesis import settings
 
