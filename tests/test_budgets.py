@@ -252,7 +252,7 @@ def test_proof_from_no_mapping_finds_the_exhaustive_optimum(problem, pick):
     check_proof(*problem, pick=pick, max_combinations=3_000_000, from_nothing=True)
 
 
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=10, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_proof_from_no_mapping_whose_raises_never_complete_asks_its_seed_and_finds_the_optimum(problem, pick):
     """From no mapping, no raise ever completes: unless the minima's tables join into a
@@ -261,7 +261,7 @@ def test_a_proof_from_no_mapping_whose_raises_never_complete_asks_its_seed_and_f
     check_proof(*problem, pick=pick, max_combinations=3_000_000, refuse_above=0.0, from_nothing=True)
 
 
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=10, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_proof_whose_large_raises_are_cut_short_raises_less_and_still_finds_the_optimum(problem, pick):
     """Every raise above 2% of a budget is cut short by the row limit: the proof tries half
@@ -269,7 +269,7 @@ def test_a_proof_whose_large_raises_are_cut_short_raises_less_and_still_finds_th
     check_proof(*problem, pick=pick, max_combinations=3_000_000, refuse_above=0.02)
 
 
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=10, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_proof_whose_every_raise_counts_as_slow_refines_the_next_term_and_still_finds_the_optimum(problem, pick):
     """Every raise takes more than SLOW_RAISE (here 0) of the time limit, and FAR_GAP (here
@@ -280,7 +280,7 @@ def test_a_proof_whose_every_raise_counts_as_slow_refines_the_next_term_and_stil
         check_proof(*problem, pick=pick, max_combinations=3_000_000, time_limit=1e6)
 
 
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=10, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_proof_whose_every_raise_is_cut_short_refines_terms_and_still_finds_the_optimum(problem, pick):
     """No raise ever completes: the proof must end proven at the brute-force optimum by
@@ -289,7 +289,7 @@ def test_a_proof_whose_every_raise_is_cut_short_refines_terms_and_still_finds_th
     check_proof(*problem, pick=pick, max_combinations=3_000_000, refuse_above=0.0)
 
 
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=10, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6), st.integers(1, 8))
 def test_a_proof_whose_refinements_are_cut_short_once_raises_stop_retries_them_and_finds_the_optimum(
         problem, pick, ticks):
@@ -301,7 +301,7 @@ def test_a_proof_whose_refinements_are_cut_short_once_raises_stop_retries_them_a
                 cut_refinements=ticks)
 
 
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=10, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6), st.sampled_from([None, 1, 8]))
 def test_a_proof_refining_terms_side_by_side_finds_the_optimum(problem, pick, ticks):
     """No raise ever completes, so terms are refined, and each refinement gives the turn

@@ -235,7 +235,7 @@ def check_later_moves(workload, arch, found, start, join_tables, rounds, one, tr
     assert np.isclose(ev.energy_pJ, d.after, rtol=RTOL)
 
 
-@settings(max_examples=25, **SETTINGS)
+@settings(max_examples=12, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6), st.sampled_from([0, 2]))
 def test_fusion_move_joins_the_window_s_pmappings_with_the_tensor_on_chip(problem, pick, rounds):
     check_fusion(*problem, pick=pick, rounds=rounds)

@@ -191,9 +191,21 @@ def check_refine(workload, arch, pick: int, wildcards: tuple[str, ...] | None = 
         _bump("found a mapping below U")
 
 
-@settings(max_examples=25, **SETTINGS)
-@given(problems(max_levels=2), st.integers(0, 10**6))
+# a two-level arch and the `pick` that draws the budgets (`refine_case`): what the refined
+# terms below are drawn from, by default and in their long versions
+REFINE_CASES = (problems(max_levels=2), st.integers(0, 10**6))
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(*REFINE_CASES)
 def test_a_refined_term_is_at_most_its_best_brute_force_mapping(problem, pick):
+    check_refine(*problem, pick=pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=80, **SETTINGS)
+@given(*REFINE_CASES)
+def test_a_refined_term_is_at_most_its_best_brute_force_mapping_long(problem, pick):
     check_refine(*problem, pick=pick)
 
 
@@ -254,20 +266,38 @@ def two_produced_inputs(m: int, a: int):
                            "einsums": ["X[m,a] = I[m,a]", "Y[m] = X[m,a] * W0[a]", "Z[m,a] = X[m,a] * Y[m]"]})
 
 
-@settings(max_examples=30, **SETTINGS)
-@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-       st.integers(0, 10**6))
+# a two-level arch, two sizes of m and a, and the `pick` that draws the budgets (`refine_case`):
+# what the twin and chain terms below are drawn from, by default and in their long versions
+TERM_CASES = (problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
+              st.integers(0, 10**6))
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(*TERM_CASES)
 def test_a_wildcard_reading_two_produced_tensors_refines_the_same_with_its_keys_grouped(problem, m, a, pick):
     """`check_refine` with Z as the wildcard: it also searches Z's keys grouped by one of
     the two c_T."""
     check_refine(two_produced_inputs(m, a), problem[1], pick, wildcards=("Z",))
 
 
-@settings(max_examples=30, **SETTINGS)
-@given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-       st.integers(0, 10**6))
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(*TERM_CASES)
+def test_a_wildcard_reading_two_produced_tensors_refines_the_same_with_its_keys_grouped_long(problem, m, a, pick):
+    check_refine(two_produced_inputs(m, a), problem[1], pick, wildcards=("Z",))
+
+
+@settings(max_examples=12, **SETTINGS)
+@given(*TERM_CASES)
 def test_keyed_searches_give_each_key_the_least_cost_of_the_exhaustive_table(problem, m, a, pick):
     """`check_keyed_searches` on Z reading X and Y: keys are pairs of their c_T."""
+    check_keyed_searches(two_produced_inputs(m, a), problem[1], pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(*TERM_CASES)
+def test_keyed_searches_give_each_key_the_least_cost_of_the_exhaustive_table_long(problem, m, a, pick):
     check_keyed_searches(two_produced_inputs(m, a), problem[1], pick)
 
 
@@ -278,7 +308,7 @@ def mirrored_inputs(m: int, k: int):
                            "einsums": ["A[m,k] = XA[m,k]", "B[p,k] = XB[p,k]", "Z[m,p] = A[m,k] * B[p,k]"]})
 
 
-@settings(max_examples=10, **SETTINGS)
+@settings(max_examples=5, **SETTINGS)
 @given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 4]), st.sampled_from([2, 3]),
        st.integers(0, 10**6))
 def test_keyed_searches_of_mirror_image_keys_give_each_key_the_least_cost_of_the_exhaustive_table(problem, m, k,
@@ -474,12 +504,6 @@ def test_a_refined_term_still_bounds_its_mappings_after_another_einsum_is_raised
     check_refined_term_after_a_raise(*problem, pick=pick)
 
 
-# a two-level arch, two sizes of m and a, and the `pick` that draws the budgets (`refine_case`):
-# what the twin and chain terms below are drawn from, by default and in their long versions
-TERM_CASES = (problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 3]), st.sampled_from([2, 3]),
-              st.integers(0, 10**6))
-
-
 def twin_projections(m: int, a: int, b: int):
     """Y and Z read X alike and are identical up to names (as gpt3's V, K and Q read I)."""
     return workloads.load({"name": "twins", "rank_sizes": {"m": m, "a": a, "b": b}, "bits": 8,
@@ -539,7 +563,7 @@ def twin_wildcards(problem, m, a, pick) -> None:
                 {"X", "W1", "Z"}, p
 
 
-@settings(max_examples=8, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(*TERM_CASES)
 def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searched_its_own(problem, m, a, pick):
     twin_wildcards(problem, m, a, pick)

@@ -66,7 +66,7 @@ def same_frontier_with_and_without_mirror(w, a, quantile, objectives):
         assert got[2].templates < plain[2].templates
 
 
-@settings(max_examples=8, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(mirrored_problems(), st.sampled_from([None, 0.5]), st.sampled_from([OBJECTIVES, ("energy",)]))
 def test_a_mirrored_search_keeps_the_same_frontier_in_fewer_prefixes(problem, quantile, objectives):
     same_frontier_with_and_without_mirror(*problem, quantile, objectives)
@@ -140,13 +140,20 @@ def mirrored_backing_search_is_the_mirror_image(w, a, quantile, pick):
     assert got[2].complete
 
 
-@settings(max_examples=10, **SETTINGS)
+@settings(max_examples=5, **SETTINGS)
 @given(mirrored_problems(produced=True), st.sampled_from([None, 0.5]), st.integers(0, 1000))
 def test_a_backing_group_search_mirrored_is_the_search_at_the_mirrored_levels(problem, quantile, pick):
     mirrored_backing_search_is_the_mirror_image(*problem, quantile, pick)
 
 
-@settings(max_examples=10, **SETTINGS)
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(mirrored_problems(max_levels=3, produced=True), st.sampled_from([None, 0.5]), st.integers(0, 1000))
+def test_a_backing_group_search_mirrored_is_the_search_at_the_mirrored_levels_long(problem, quantile, pick):
+    mirrored_backing_search_is_the_mirror_image(*problem, quantile, pick)
+
+
+@settings(max_examples=5, **SETTINGS)
 @given(mirrored_problems(produced=True), st.sampled_from([None, 0.5]), st.integers(0, 1000))
 def test_a_keyed_search_mirrored_is_the_search_at_the_mirror_key(problem, quantile, pick):
     mirrored_key_search_is_the_mirror_image(*problem, quantile, pick)
@@ -182,7 +189,7 @@ def self_mirrored_key_search_keeps_what_it_keeps_without(w, a, quantile):
     return len(alike)
 
 
-@settings(max_examples=10, **SETTINGS)
+@settings(max_examples=5, **SETTINGS)
 @given(mirrored_problems(produced=True), st.sampled_from([None, 0.5]))
 def test_a_keyed_search_at_a_key_its_own_mirror_image_uses_the_mirror_and_keeps_the_same_frontier(problem, quantile):
     self_mirrored_key_search_keeps_what_it_keeps_without(*problem, quantile)
@@ -241,7 +248,7 @@ def same_frontier_with_and_without_mirror_within_a_latency_budget(w, a, quantile
         assert got[2].templates <= plain[2].templates
 
 
-@settings(max_examples=10, **SETTINGS)
+@settings(max_examples=5, **SETTINGS)
 @given(mirrored_problems(produced=True), st.sampled_from([0.3, 0.7]), st.integers(0, 10_000))
 def test_a_mirrored_search_within_a_latency_budget_keeps_the_same_frontier(problem, quantile, pick):
     same_frontier_with_and_without_mirror_within_a_latency_budget(*problem, quantile, pick)

@@ -98,7 +98,7 @@ def test_the_tiling_bound_is_at_most_every_pmapping_pmapgen_finds(problem, pick)
     check_bound(*problem, pick=pick, max_loops=None)
 
 
-@settings(max_examples=12, **SETTINGS)
+@settings(max_examples=6, **SETTINGS)
 @given(coupled_problems(), st.integers(0, 10**6))
 def test_the_tiling_bound_is_at_most_every_pmapping_where_capacity_couples_the_tensors(problem, pick):
     check_bound(*problem, pick=pick, max_loops=None)
