@@ -313,6 +313,29 @@ def test_a_proof_refining_terms_side_by_side_finds_the_optimum(problem, pick, ti
                 cut_refinements=ticks, side_by_side=True)
 
 
+# the stress variants above (raises refused, counted as slow, refinements cut short or side
+# by side), each on more cases in the long version below
+STRESS = {
+    "seed asked": dict(refuse_above=0.0, from_nothing=True),
+    "large raises cut short": dict(refuse_above=0.02),
+    "every raise slow": dict(time_limit=1e6),
+    "every raise cut short": dict(refuse_above=0.0),
+    "refinements cut short, retried": dict(refuse_above=0.0, time_limit=1e6),
+    "side by side": dict(refuse_above=0.0, time_limit=1e6, side_by_side=True),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", list(STRESS))
+@settings(max_examples=40, **SETTINGS)
+@given(problems(max_levels=2), st.integers(0, 10**6), st.integers(1, 8))
+def test_the_proof_s_stress_variants_find_the_optimum_long(variant, problem, pick, ticks):
+    cut = {"refinements cut short, retried": ticks, "side by side": (None, ticks)[pick % 2]}.get(variant)
+    slow = {"SLOW_RAISE": 0.0, "FAR_GAP": math.inf} if variant == "every raise slow" else {}
+    with mock.patch.dict(vars(budgets_module), slow):
+        check_proof(*problem, pick=pick, max_combinations=3_000_000, cut_refinements=cut, **STRESS[variant])
+
+
 def test_a_chain_refined_side_by_side_runs_two_refinements_at_once():
     """The chain below, no raise completing: at least two of its terms are refined at once
     (`refinements_side_by_side`), and the proof ends at the brute-force optimum."""
