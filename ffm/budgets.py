@@ -170,7 +170,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = True,
                  join_tables: Callable[[dict[str, pd.DataFrame], str, float | None], SearchResult] | None = None,
-                 seed: Callable[[], tuple[dict[str, tuple], float]] | None = None, overlap: int = OVERLAP):
+                 seed: Callable[[], tuple[dict[str, tuple], float]] | None = None, overlap: int = OVERLAP,
+                 raise_after_cut: bool = True):
     """(results, best, Proof): `best` is the best mapping the proof's tables gave (a
     SearchResult over `results`, `generate_all`-style): the exact energy optimum when
     `Proof.proven`; otherwise the join of step 1's tables together with `found`'s when it
@@ -190,7 +191,12 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
 
     Up to `overlap` terms are refined at once (docs/mapper.md, "Step 28"): while one
     refinement waits on its keyed searches, the next least term (the bound without the
-    terms being refined) is refined beside it. Every other step waits for them first."""
+    terms being refined) is refined beside it. Every other step waits for them first.
+
+    `raise_after_cut` False: while no mapping is known (U infinite), the first raise cut
+    short ends the raises, and so, without `seed`, the proof (`ffm.latency_proof.
+    prove_at_floors`: at gpt3 batch 64 its raises after the first one cut short found no
+    mapping in 250 s; docs/mapper.md, "Step 61")."""
     start, given = time.perf_counter(), bound
     order = tuple(workload.einsum_names)
     steps = []
@@ -371,6 +377,8 @@ def prove_energy(workload: Workload, arch: Arch, bound: float, found: dict[str, 
                 # (of the held budget: a raise held at MIN_RAISE past it, cut short, ends the raising)
                 most[e] = (raised[e] - budgets[e]) / budgets[e] / 2
             if incomplete and (not cut or any(most[e] < MIN_RAISE for e in cut)):  # no smaller raise to try
+                raising = False
+            if cut and not raise_after_cut and math.isinf(bound):
                 raising = False
 
 

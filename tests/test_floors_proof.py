@@ -169,3 +169,38 @@ def check_floors_slack(workload, arch, pick: int) -> None:
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_slack_tables_at_the_floors_hold_every_pmapping_of_every_mapping_at_the_bound_within_u(problem, pick):
     check_floors_slack(*problem, pick=pick)
+
+
+def test_the_floors_proof_ends_at_the_first_raise_cut_short_while_nothing_joins(monkeypatch):
+    """A copy and two matrix-vector products on two levels (a case drawn as `problems` draws
+    them) where, with `PROOF_ROWS` at 1, every raise is cut short and the minima's tables
+    join to nothing. The energy proof at the floors raises again after the first raise cut
+    short, and finds nothing; the floors proof (`raise_after_cut=False`) ends there, with
+    the same answer. A mapping does meet B here (the exhaustive frontier's least latency):
+    a proof cut short says only that it found none, never that none exists (`above`)."""
+    import math
+
+    import arch as arch_specs
+    import ffm.budgets as budgets
+    import workloads
+    from ffm.latency_proof import floor_constraints
+    w = workloads.load({"name": "dag", "rank_sizes": {"m": 4, "a": 3}, "bits": 8,
+                        "einsums": ["X[m,a] = I[m,a]", "Y[m] = X[m,a] * W0[a]", "Z[m] = X[m,a] * W1[a]"]})
+    a = arch_specs.load({"name": "random", "clock": "1 GHz", "levels": [
+        {"memory": "L0", "capacity": "inf", "read_energy": "1 pJ/bit", "write_energy": "2 pJ/bit",
+         "bandwidth": "4 GB/s"},
+        {"memory": "L1", "capacity": "2 B", "read_energy": "0.5 pJ/bit", "write_energy": "0.2 pJ/bit",
+         "bandwidth": "4 GB/s"},
+        {"compute": "MAC", "energy": "1 pJ", "throughput": 1}]})
+    frontier = search({e: generate(e, w, a)[0] for e in w.einsum_names}, w, a, "pareto").best
+    assert np.isclose(float(frontier["latency"].min()), latency_lower_bound(w, a), rtol=RTOL)
+    monkeypatch.setattr(budgets, "PROOF_ROWS", 1)
+
+    def raises(steps) -> list[bool]:  # per raise: was it cut short
+        return [not all(s.complete for s in got.values()) for name, got in steps if name.startswith("raise")]
+
+    _, found, proof = budgets.prove_energy(w, a, math.inf, {}, floor_constraints(w, a), 60.0, 1, False)
+    assert found is None and len(raises(proof.steps)) > 1 and raises(proof.steps)[0]
+    fp = prove_at_floors(w, a, None, 60.0, workers=1)
+    assert [name for name, _ in fp.proof.steps] == ["minima", "raise 1"] and raises(fp.proof.steps) == [True]
+    assert not fp.met and fp.found is None and not fp.above
