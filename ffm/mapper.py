@@ -284,7 +284,7 @@ def map(workload, arch, objective: str = "energy", mapspace: str = "ffm", variab
     # latency without the floors proof: the set at the bound; when its join meets the bound
     # the result is proven and the energy flow is not needed (docs/mapper.md, "Step 54").
     # Not after the floors proof: where that finds no mapping at the bound (gpt3 batch 64, in
-    # about 300 s) the set, whose searches are heavier, finds none either (Step 56)
+    # 150 s since Step 61) the set, whose searches are heavier, finds none either (Step 56)
     latency_proof = None
     if objective == "latency" and time_limit is not None and latency_set_time and floors is None:
         latency_proof = prove_latency(w, a, constraints, latency_set_time,
