@@ -273,6 +273,26 @@ def test_prefix_search_deepest_structure_first_processes_every_key_once_and_equa
 KEY_ORDER_CASES = (small_problems(max_levels=3, bandwidths=True), st.sampled_from([("energy", "latency"), ("latency",)]))
 
 
+def watched(e: str, w, a, objectives, **kwargs) -> tuple:
+    """`generate_by_prefixes`' result, and each `_Search` it ran with the keys it processed
+    in order: the searches checked are the ones whose table is compared, run once."""
+    runs: list = []
+    run, process = prefixes._Search.run, prefixes._Search._process
+
+    def watched_run(search, *args, **kw):
+        runs.append((search, []))
+        return run(search, *args, **kw)
+
+    def watched_process(search, key):
+        next(keys for s, keys in runs if s is search).append(key)
+        return process(search, key)
+
+    with mock.patch.object(prefixes._Search, "run", watched_run), \
+            mock.patch.object(prefixes._Search, "_process", watched_process):
+        out = generate_by_prefixes(e, w, a, objectives=objectives, **kwargs)
+    return out, runs
+
+
 def keys_reached_first(problem, objectives) -> None:
     """Without a budget, keys are handed out one at a time, the highest progress no waiting
     key may reach first (`key_order.Reached`): every key is still processed once, after
@@ -281,17 +301,13 @@ def keys_reached_first(problem, objectives) -> None:
     differ: finished rows drop the partial rows they dominate as they come."""
     w, a = problem
     for e in w.einsum_names:
-        for unit in a.computes_for(w.einsum(e)):
-            search = prefixes._Search(e, w, a, unit.name, Constraints(), objectives)
+        reached, runs = watched(e, w, a, objectives)
+        assert reached[2].complete and len(runs) == len(a.computes_for(w.einsum(e))), e
+        for search, processed in runs:
             assert search.order.reached is not None
-            processed = []
-            process = search._process
-            with mock.patch.object(search, "_process", lambda key: (processed.append(key), process(key))):
-                assert search.run(None) == ""
             assert len(processed) == len(set(processed)) == search.stats.prefixes, e
         with mock.patch.object(prefixes, "REACH_ORDER", False):
             level = generate_by_prefixes(e, w, a, objectives=objectives)
-        reached = generate_by_prefixes(e, w, a, objectives=objectives)
         assert frontier(reached[0], objectives) == frontier(level[0], objectives), e
 
 
@@ -319,14 +335,10 @@ def keys_spilled(problem, objectives) -> None:
         with mock.patch.object(prefixes, "REACH_ORDER", False):
             level = generate_by_prefixes(e, w, a, objectives=objectives)
         with mock.patch.object(prefixes, "SPILL_AT", 0.0):
-            for unit in a.computes_for(w.einsum(e)):
-                search = prefixes._Search(e, w, a, unit.name, Constraints(), objectives, max_rows=1 << 40)
-                processed = []
-                process = search._process
-                with mock.patch.object(search, "_process", lambda key: (processed.append(key), process(key))):
-                    assert search.run(None) == ""
-                assert search.stats.spilled == search.stats.prefixes == len(processed), e
-            spilled = generate_by_prefixes(e, w, a, objectives=objectives, max_rows=1 << 40)
+            spilled, runs = watched(e, w, a, objectives, max_rows=1 << 40)
+        assert spilled[2].complete and len(runs) == len(a.computes_for(w.einsum(e))), e
+        for search, processed in runs:
+            assert search.stats.spilled == search.stats.prefixes == len(processed), e
         assert frontier(spilled[0], objectives) == frontier(level[0], objectives), e
 
 
