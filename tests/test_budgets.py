@@ -243,7 +243,7 @@ def test_proof_from_any_valid_mapping_finds_the_exhaustive_optimum(problem, pick
     check_proof(*problem, pick=pick, max_combinations=3_000_000)
 
 
-@settings(max_examples=20, **SETTINGS)
+@settings(max_examples=14, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_proof_from_no_mapping_finds_the_exhaustive_optimum(problem, pick):
     """As `ffm.map` runs it: from no mapping, the minima rising without a ceiling; where no

@@ -287,7 +287,7 @@ def test_a_wildcard_reading_two_produced_tensors_refines_the_same_with_its_keys_
     check_refine(two_produced_inputs(m, a), problem[1], pick, wildcards=("Z",))
 
 
-@settings(max_examples=12, **SETTINGS)
+@settings(max_examples=8, **SETTINGS)
 @given(*TERM_CASES)
 def test_keyed_searches_give_each_key_the_least_cost_of_the_exhaustive_table(problem, m, a, pick):
     """`check_keyed_searches` on Z reading X and Y: keys are pairs of their c_T."""
@@ -308,7 +308,7 @@ def mirrored_inputs(m: int, k: int):
                            "einsums": ["A[m,k] = XA[m,k]", "B[p,k] = XB[p,k]", "Z[m,p] = A[m,k] * B[p,k]"]})
 
 
-@settings(max_examples=5, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(problems(n_einsums=(2,), max_levels=2), st.sampled_from([2, 4]), st.sampled_from([2, 3]),
        st.integers(0, 10**6))
 def test_keyed_searches_of_mirror_image_keys_give_each_key_the_least_cost_of_the_exhaustive_table(problem, m, k,
@@ -563,7 +563,7 @@ def twin_wildcards(problem, m, a, pick) -> None:
                 {"X", "W1", "Z"}, p
 
 
-@settings(max_examples=4, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(*TERM_CASES)
 def test_twin_wildcards_share_their_keyed_searches_and_refine_as_if_each_searched_its_own(problem, m, a, pick):
     twin_wildcards(problem, m, a, pick)
@@ -607,7 +607,7 @@ def wildcard_reading_an_absorbed_one(problem, m, a, pick) -> None:
     _bump("Z keyed by Y's rows", int(bool(z)))
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=4, **SETTINGS)
 @given(*TERM_CASES)
 def test_a_wildcard_reading_an_absorbed_one_is_keyed_by_its_rows_and_still_bounds_the_term(problem, m, a, pick):
     wildcard_reading_an_absorbed_one(problem, m, a, pick)

@@ -343,7 +343,7 @@ def report(request):
         print(f"\n{request.node.name}: {dict(sorted(STATS.items()))}")
 
 
-@settings(max_examples=22, **SETTINGS)
+@settings(max_examples=14, **SETTINGS)
 @given(problems(max_levels=2), st.sampled_from([0.2, 1.0, 4.0]))
 def test_search_equals_exhaustive_optimum(problem, epsilon):
     check(*problem, epsilon=epsilon, max_combinations=3_000_000, max_evaluations=3_000)

@@ -210,7 +210,7 @@ def einsum_at_a_time(workload, arch, budgets: dict) -> dict:
     return tables
 
 
-@settings(max_examples=8, **SETTINGS)
+@settings(max_examples=5, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_latency_tables_in_waves_hold_every_pmapping_of_every_mapping_within_the_bound(problem, pick):
     check_latency_chain(*problem, pick=pick)
