@@ -279,30 +279,62 @@ def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, free: np.
     indexes each tensor at most once: for the tensors it indexes the bound cancels out of
     the values moved, and for the others it only raises the `time` a refetch moves). Then
     once a child's floor exceeds `threshold` the rest of its run are not computed: inf."""
-    return _floor(ints, energy, free, rows, bounds, step.source, step.terms, threshold, monotone, f.compute_pJ,
-                  np.int64(f.ops), f.ranks, *plan.packed)
+    return _floor(np.full(len(rows), -np.inf), threshold, monotone, energy[None], _NO_SPREAD, f.compute_pJ,
+                  ints, free, rows, bounds, step.source, step.terms, np.int64(f.ops), f.ranks, *plan.packed)
+
+
+_NO_SPREAD = np.ones((1, 0))  # `_floor`'s spread when the floor is not spread over instances
+
+
+# `_Plan.packed`'s arrays that hold costs (the rest is the ways' structure, which is the
+# same for every set of per-bit costs on one prefix: `stacked_plans`)
+_COSTS = (2, 3, 5, 7, 9, 16)  # coef_sum, coef, parent, const, leaf_pj, psum
+
+
+def stacked_plans(plans: list) -> tuple:
+    """One prefix's plans under several floors of the same space that differ only in their
+    per-bit costs (`pmapgen.latency_floor.port_sets`), as `child_port_floors` takes them:
+    each cost array with a leading axis per plan, the structure once."""
+    first = plans[0].packed
+    for plan in plans[1:]:
+        assert all(np.array_equal(a, b) for i, (a, b) in enumerate(zip(first, plan.packed)) if i not in _COSTS)
+    return tuple(np.concatenate([p.packed[i] for p in plans]) if i in _COSTS else a for i, a in enumerate(first))
+
+
+def child_port_floors(f: EnergyFloor, packed: tuple, ints: np.ndarray, seconds: np.ndarray, free: np.ndarray,
+                      rows: np.ndarray, bounds: np.ndarray, step: Step, spread: np.ndarray, floor: np.ndarray,
+                      threshold: float) -> np.ndarray:
+    """`floor` raised, per child (as `child_floors`' are), to each port set's bits still to
+    come over its spread: port set p's floor (its per-bit costs in `packed`, from
+    `stacked_plans`, no compute energy, `seconds[p]` the parents' seconds so far) over
+    `spread[p, i]`, in turn, for the children still at most `threshold` (the others keep
+    a floor above it). The same values as `child_floors` per port set on those children;
+    a child's inputs are computed once for all of them."""
+    return _floor(floor.copy(), threshold, False, seconds, spread, 0.0, ints, free, rows, bounds, step.source,
+                  step.terms, np.int64(f.ops), f.ranks, *packed)
 
 
 @numba.njit(cache=True)
-def _floor(ints, energy, free, rows, bounds, source, terms, threshold, monotone, compute_pJ, ops, ranks, way_tensor,
-           n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices,
-           const_open, leaf_open, dim_spread, dim_ranks, psum, first_level, first_unit, first_fan):
-    """`child_floors` per child: its inputs from its parent's (`Step`), each way down's cost
-    (`_Plan`), the least over capacity choices of their sums, plus the energy so far and
-    the compute's. A leaf's spread at a fanout level still open is at most, per dim, the
-    least of its size and the extents left of the rank variables it may spread the tensor
-    over (spatial loops below split what is left). A first link of the output also moves
-    its partial sums: (fills - distinct) x instances x values over the spread, times
-    `psum`, with `time` for the fills where the next node forces a temporal loop (module
-    docstring)."""
+def _floor(out, threshold, monotone, energy, spread, compute_pJ, ints, free, rows, bounds, source, terms, ops, ranks,
+           way_tensor, n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread,
+           choices, const_open, leaf_open, dim_spread, dim_ranks, psum, first_level, first_unit, first_fan):
+    """`child_floors` and `child_port_floors` per child: its inputs from its parent's
+    (`Step`), then per plan p (the cost arrays' first axis) each way down's cost
+    (`_Plan`), the least over capacity choices of their sums, plus the energy so far
+    `energy[p]` and the compute's, over `spread[p, i]` (none: 1): `out[i]` raised to it,
+    the plans taken in turn while `out[i]` is at most `threshold`. A leaf's spread at a
+    fanout level still open is at most, per dim, the least of its size and the extents
+    left of the rank variables it may spread the tensor over (spatial loops below split
+    what is left). A first link of the output also moves its partial sums: (fills -
+    distinct) x instances x values over the spread, times `psum`, with `time` for the
+    fills where the next node forces a temporal loop (module docstring)."""
     n, n_tensors, n_ways, n_ranks = rows.shape[0], ranks.shape[0], way_tensor.shape[0], ranks.shape[1]
-    n_inputs = source.shape[0]
+    n_inputs, n_plans = source.shape[0], energy.shape[0]
     q = np.empty(n_inputs, dtype=np.int64)
     values = np.empty(n_tensors, dtype=np.int64)
     moved = np.empty(n_tensors, dtype=np.int64)
     refetched = np.empty(n_tensors, dtype=np.int64)
     ways = np.empty(n_ways)
-    out = np.empty(n)
     n_fan, n_dims = dim_spread.shape[0], dim_spread.shape[1]
     partial = np.empty(n_tensors, dtype=np.int64)  # the partial sums a first link moves, before the spread
     partial_refetched = np.empty(n_tensors, dtype=np.int64)  # and those once a temporal loop is forced
@@ -317,6 +349,8 @@ def _floor(ints, energy, free, rows, bounds, source, terms, threshold, monotone,
             elif dead:
                 out[i] = np.inf
                 continue
+        if out[i] > threshold:
+            continue
         for j in range(n_inputs):
             q[j] = np.int64(0) if source[j] < 0 else ints[r, source[j]]
         for k in range(terms.shape[0]):  # multiplications first: each division is then exact
@@ -347,41 +381,48 @@ def _floor(ints, energy, free, rows, bounds, source, terms, threshold, monotone,
                         full *= size
                         most *= min(size, left)
                 capped[t, a], ratio[t, a] = most, full / most
-        for w in range(n_ways):
-            t = way_tensor[w]
-            between = q[n_ranks + n_tensors + t]
-            v, m = values[t], moved[t]
-            more = refetched[t] - m
-            best = np.inf
-            for j in range(n_pieces[w]):
-                over = 0.0
-                for k in range(coef.shape[2]):
-                    if v > limit[w, j, k]:  # the link's node forces a temporal loop: refetched, not moved
-                        over += coef[w, j, k]
-                forced = v > parent_limit[w, j]
-                c = first_level[w, j]
-                if c >= 0 and not forced:  # the room the row's nodes leave at that level (c indexes `held`)
-                    forced = v > (free[r, c] // first_unit[w, j]) * first_fan[w, j]
-                first = refetched[t] if forced else m
-                sums = partial_refetched[t] if forced else partial[t]
-                leaf = const[w, j]
-                for a in range(n_fan):
-                    if const_open[w, j, a]:
-                        leaf *= ratio[t, a]
-                x = (m * coef_sum[w, j] + more * over + (first // between) * parent[w, j] + leaf
-                     + (sums // between) * psum[w, j])
-                if x < best:
-                    best = x
-            if has_leaf[w]:
-                spread = np.int64(1)
-                for a in range(n_fan):
-                    if leaf_open[w, a]:
-                        spread *= capped[t, a]
-                x = leaf_pj[w] * (ops // (between * spread))
-                if x < best:
-                    best = x
-            ways[w] = best
-        out[i] = energy[r] + compute_pJ + _least_choice(ways, choices)
+        for pl in range(n_plans):
+            for w in range(n_ways):
+                t = way_tensor[w]
+                between = q[n_ranks + n_tensors + t]
+                v, m = values[t], moved[t]
+                more = refetched[t] - m
+                best = np.inf
+                for j in range(n_pieces[w]):
+                    over = 0.0
+                    for k in range(coef.shape[3]):
+                        if v > limit[w, j, k]:  # the link's node forces a temporal loop: refetched, not moved
+                            over += coef[pl, w, j, k]
+                    forced = v > parent_limit[w, j]
+                    c = first_level[w, j]
+                    if c >= 0 and not forced:  # the room the row's nodes leave at that level (c indexes `held`)
+                        forced = v > (free[r, c] // first_unit[w, j]) * first_fan[w, j]
+                    first = refetched[t] if forced else m
+                    sums = partial_refetched[t] if forced else partial[t]
+                    leaf = const[pl, w, j]
+                    for a in range(n_fan):
+                        if const_open[w, j, a]:
+                            leaf *= ratio[t, a]
+                    x = (m * coef_sum[pl, w, j] + more * over + (first // between) * parent[pl, w, j] + leaf
+                         + (sums // between) * psum[pl, w, j])
+                    if x < best:
+                        best = x
+                if has_leaf[w]:
+                    spread_ = np.int64(1)
+                    for a in range(n_fan):
+                        if leaf_open[w, a]:
+                            spread_ *= capped[t, a]
+                    x = leaf_pj[pl, w] * (ops // (between * spread_))
+                    if x < best:
+                        best = x
+                ways[w] = best
+            x = energy[pl, r] + compute_pJ + _least_choice(ways, choices)
+            if spread.shape[1]:
+                x = x / spread[pl, i]
+            if x > out[i]:
+                out[i] = x
+            if out[i] > threshold:
+                break
         if monotone and out[i] > threshold:
             dead = True
     return out
@@ -425,7 +466,8 @@ def box_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, rows: np.nd
     group's are over: docs/pmapgen.md, "Fused events in any order at one key").
     Spatial loops only: `time` and the fills are the parent's."""
     return _box_floor(ints, energy, rows, np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
-                      step.source, step.powers, f.compute_pJ, np.int64(f.ops), f.ranks, *plan.packed)
+                      step.source, step.powers, f.compute_pJ, np.int64(f.ops), f.ranks,
+                      *(x[0] if i in _COSTS else x for i, x in enumerate(plan.packed)))
 
 
 @numba.njit(cache=True)
@@ -508,7 +550,8 @@ class _Plan:
     (its leaf), plus psum[j] * (partial sums // between) (the output's, on a first link).
     `pieces` = (coef's row sums, coef, limit, parent, parent_limit, const, open fanouts
     below its leaf, psum).
-    `packed`: the same as arrays for the compiled `_floor` (`_pack`)."""
+    `packed`: the same as arrays for the compiled `_floor` (`_pack`), the costs with a
+    first axis of one plan (`stacked_plans` puts several plans' costs along it)."""
     ways: tuple
     choices: tuple
     packed: tuple
@@ -564,9 +607,11 @@ def _pack(f: EnergyFloor, ways: tuple, choices: list) -> tuple:
             psum[i, :k], first_level[i, :k], first_unit[i, :k], first_fan[i, :k] = p[7], *p[8].T
         if leaf is not None:
             has_leaf[i], leaf_pj[i], leaf_spread[i], leaf_open[i] = True, leaf[0], leaf[1], leaf[2]
-    return (np.array([tensors.index(t) for t, _ in ways], dtype=np.int64), n_pieces, coef_sum, coef, limit,
-            parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, np.array(choices, dtype=np.int64),
-            const_open, leaf_open, f.dim_spread, f.dim_ranks, psum, first_level, first_unit, first_fan)
+    # (the costs with a first axis of one plan: `_floor` takes several, `stacked_plans`)
+    return (np.array([tensors.index(t) for t, _ in ways], dtype=np.int64), n_pieces, coef_sum[None], coef[None],
+            limit, parent[None], parent_limit, const[None], has_leaf, leaf_pj[None], leaf_spread,
+            np.array(choices, dtype=np.int64), const_open, leaf_open, f.dim_spread, f.dim_ranks, psum[None],
+            first_level, first_unit, first_fan)
 
 
 def _way_down(f: EnergyFloor, t: str, k: int | None, candidates, placed: frozenset, kept_out: frozenset) -> tuple:

@@ -44,8 +44,8 @@ import numpy as np
 from arch.model import Arch
 from looptree.model import Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile
 from looptree.nodes import Loop, Storage
-from pmapgen.bounds import (box_floors, child_floors, energy_floor, energy_floor_of, floor_inputs, floor_plan,
-                            identity_step, loop_step)
+from pmapgen.bounds import (box_floors, child_floors, child_port_floors, energy_floor, energy_floor_of, floor_inputs,
+                            floor_plan, identity_step, loop_step, stacked_plans)
 from pmapgen.capacity import capacity_unit, tracked_levels
 from pmapgen.columns import full
 from pmapgen.constraints import Constraints, check_latency_budget
@@ -644,15 +644,20 @@ class _Search:
         tops = self._latency_tops(prefix)
         reached = reach(self.latency_terms, child, tops[0])
         floor = latency_floor(self.latency_terms, child, *tops, reached)
+        if not self.port_floors or not (floor <= threshold).any():
+            return floor
         ints, _, free = inputs
-        for ps, f in self.port_floors:
-            at = np.flatnonzero(floor <= threshold)
-            if not len(at):
-                break
-            bits = child_floors(f, ints, ps.seconds(parent), free, parents[at], bounds[at], step,
-                                self._plan(prefix, f))
-            floor[at] = np.maximum(floor[at], bits / ps.spread(reached[1])[at])
-        return floor
+        seconds = np.array([ps.seconds(parent) for ps, _ in self.port_floors])
+        spread = np.array([ps.spread(reached[1]) for ps, _ in self.port_floors])
+        return child_port_floors(self.floor, self._port_plans(prefix), ints, seconds, free, parents, bounds, step,
+                                 spread, floor, threshold)
+
+    def _port_plans(self, prefix: Prefix) -> tuple:
+        """The port floors' plans at `prefix`, stacked (`pmapgen.bounds.stacked_plans`)."""
+        plans = self._plans.get((prefix, "ports"))
+        if plans is None:
+            plans = self._plans[prefix, "ports"] = stacked_plans([self._plan(prefix, f) for _, f in self.port_floors])
+        return plans
 
     def _latency_tops(self, prefix: Prefix) -> tuple:
         tops = self._tops.get(prefix)

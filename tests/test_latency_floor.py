@@ -10,7 +10,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from pmapgen import generate, generate_all
@@ -98,6 +98,49 @@ def same_frontiers_within_latency_budget(w, a, quantile: float, objectives, ener
             assert frontier(generate(e, w, a, c, objectives=objectives)[0], objectives) \
                 == frontier(within, objectives), e
     return over
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(small_problems(max_levels=3, bandwidths=True), st.sampled_from([1.0, 1.5, math.inf]), st.sampled_from([1, 3]))
+def test_ports_floors_computed_together_equal_each_port_set_s_floor_in_turn(problem, factor, port_sets):
+    """`pmapgen.bounds.child_port_floors` (every port set's floor of a child in one pass over
+    its inputs) gives exactly what each port set's `child_floors` (its plan alone) gives,
+    over that set's spread, raising the compute and port terms in turn for the children
+    still within the budget: a search within `factor` times each Einsum's latency floor
+    (`ffm.latency_bound`), on every call."""
+    from ffm.latency_bound import einsum_latency_floor
+    from pmapgen.bounds import child_floors
+    from pmapgen.latency_floor import ports, reach
+    from pmapgen.prefixes import _Search
+    w, a = problem
+    units = {e: [u.name for u in a.computes_for(w.einsum(e))] for e in w.einsum_names}
+    assume(any(ports(tuple(a.path(u))) for us in units.values() for u in us))  # some port floor to check
+    seen = {"calls": 0, "children": 0}
+
+    class Checked(_Search):
+        def _latency_floors(self, prefix, parent, child, parents, bounds, step, inputs, threshold):
+            got = super()._latency_floors(prefix, parent, child, parents, bounds, step, inputs, threshold)
+            ports, self.port_floors = self.port_floors, []
+            want = super()._latency_floors(prefix, parent, child, parents, bounds, step, inputs, threshold)
+            self.port_floors = ports
+            spread = reach(self.latency_terms, child, self._latency_tops(prefix)[0])[1]
+            ints, _, free = inputs
+            for ps, f in ports:
+                at = np.flatnonzero(want <= threshold)
+                bits = child_floors(f, ints, ps.seconds(parent), free, parents[at], bounds[at], step,
+                                    self._plan(prefix, f))
+                want[at] = np.maximum(want[at], bits / ps.spread(spread)[at])
+            assert np.array_equal(got, want)
+            seen["calls"] += bool(ports)
+            seen["children"] += len(got) if ports else 0
+            return got
+
+    with mock.patch.object(prefixes, "PORT_SETS", port_sets):
+        for e, us in units.items():
+            budget = einsum_latency_floor(e, w, a) * factor
+            for unit in us:
+                Checked(e, w, a, unit, Constraints(latency_budget=budget), ("latency",)).run(None)
+    assert seen["calls"] and seen["children"]
 
 
 @settings(max_examples=10, **SETTINGS)
