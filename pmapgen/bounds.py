@@ -294,11 +294,10 @@ _COSTS = (2, 3, 5, 7, 9, 16)  # coef_sum, coef, parent, const, leaf_pj, psum
 def stacked_plans(plans: list) -> tuple:
     """One prefix's plans under several floors of the same space that differ only in their
     per-bit costs (`pmapgen.latency_floor.port_sets`), as `child_port_floors` takes them:
-    each cost array with a leading axis per plan, the structure once."""
-    first = plans[0].packed
-    for plan in plans[1:]:
-        assert all(np.array_equal(a, b) for i, (a, b) in enumerate(zip(first, plan.packed)) if i not in _COSTS)
-    return tuple(np.concatenate([p.packed[i] for p in plans]) if i in _COSTS else a for i, a in enumerate(first))
+    each cost array with a leading axis per plan, the structure once (the first plan's: a
+    plan's ways come from the space and the prefix, not from its costs, `_plan`)."""
+    return tuple(np.concatenate([p.packed[i] for p in plans]) if i in _COSTS else a
+                 for i, a in enumerate(plans[0].packed))
 
 
 def child_port_floors(f: EnergyFloor, packed: tuple, ints: np.ndarray, seconds: np.ndarray, free: np.ndarray,
