@@ -286,9 +286,13 @@ def child_floors(f: EnergyFloor, ints: np.ndarray, energy: np.ndarray, free: np.
 _NO_SPREAD = np.ones((1, 0))  # `_floor`'s spread when the floor is not spread over instances
 
 
-# `_Plan.packed`'s arrays that hold costs (the rest is the ways' structure, which is the
-# same for every set of per-bit costs on one prefix: `stacked_plans`)
-_COSTS = (2, 3, 5, 7, 9, 16)  # coef_sum, coef, parent, const, leaf_pj, psum
+# `_Plan.packed`'s arrays, in `_pack`'s order (`_floor`'s arguments after `ranks`), and the
+# positions of those that hold costs: the rest is the ways' structure, the same for every
+# set of per-bit costs on one prefix (`stacked_plans`)
+_PACKED = ("way_tensor", "n_pieces", "coef_sum", "coef", "limit", "parent", "parent_limit", "const", "has_leaf",
+           "leaf_pj", "leaf_spread", "choices", "const_open", "leaf_open", "dim_spread", "dim_ranks", "psum",
+           "first_level", "first_unit", "first_fan")
+_COSTS = tuple(_PACKED.index(name) for name in ("coef_sum", "coef", "parent", "const", "leaf_pj", "psum"))
 
 
 def stacked_plans(plans: list) -> tuple:

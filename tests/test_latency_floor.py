@@ -540,3 +540,14 @@ def test_one_loop_order_per_class_of_bound_tensors_keeps_v_s_table():
     (cut, cut_st, _), (kept, kept_st, _) = (v_within_its_floor(UNBOUND_ORDER=o) for o in (True, False))
     assert cut == kept and len(cut) > 0
     assert cut_st.tile_shapes < kept_st.tile_shapes, (cut_st.tile_shapes, kept_st.tile_shapes)
+
+
+def test_the_packed_plan_s_names_are_the_kernels_arguments():
+    """`pmapgen.bounds._PACKED` (which of `_Plan.packed`'s arrays hold costs, `_COSTS`) names
+    the compiled kernels' plan arguments in their order."""
+    import inspect
+
+    from pmapgen import bounds
+    for kernel in (bounds._floor, bounds._box_floor):
+        names = list(inspect.signature(kernel.py_func).parameters)
+        assert tuple(names[names.index("ranks") + 1:]) == bounds._PACKED
