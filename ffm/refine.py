@@ -354,7 +354,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
 
     def job(group: tuple, beta: float) -> tuple:
         c = keyed(group)
-        return (e, group), (e, workload, arch, c, with_latency(("energy",), c), time_limit, beta, False, max_rows)
+        return (e, group), (e, workload, arch, c, with_latency(("energy",), c), time_limit, beta, False, max_rows,
+                             None)
 
     order = sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1]))
     if own_budgets:

@@ -229,7 +229,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         left[e, i] = left.get((e, i), 0) + 1
         if key in answered:
             answer(key, e, i)
-        return (key, (e, workload, arch, c, ("latency",), time_limit, None, False, max_rows, part)) \
+        return (key, (e, workload, arch, c, ("latency",), time_limit, None, False, max_rows, None, part)) \
             if len(answers[key]) == 1 else None
 
     def start(e: str, i: int) -> list:
@@ -356,26 +356,29 @@ class SlackTables:
         return tuple(e for e, r in self.results.items() if not r[2].complete)
 
 
-# seconds: `slack_tables` first tries each Einsum within its uniform budget this long. At gpt3
-# batch 1 the four that complete take 1.4 to 2.9 s each (FFA the longest), two at a time;
-# with FFA missed, V's, QK's and AV's keyed budgets lose FFA and FFB's joint cost and the
-# tables take 122 s instead of about 40 (docs/pmapgen.md, "Keyed budgets")
-PROBE = 4.0
+# a search size (`pmapgen.prefixes.size`: keys reached, and rows built per 5,000): `slack_tables`
+# first tries each Einsum within its uniform budget up to this size. At gpt3 batch 1 the four
+# that complete have sizes 1,123 to 2,905 (FFA the most); with FFA missed, V's, QK's and AV's
+# keyed budgets lose FFA and FFB's joint cost and their searches evaluate 4 to 18 times the
+# tile shapes (docs/pmapgen.md, "A probe by size"). A size, not seconds: a 4 s probe completed
+# FFA on one machine and not on a slower one
+PROBE = 3600
 
 
 def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str, float],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = False, max_rows: int | None = None,
-                 probe: float = PROBE, uniform: tuple[str, ...] | None = None,
+                 probe: int = PROBE, uniform: tuple[str, ...] | None = None,
                  deadline: float | None = None, by_backing: int = BACKING_GROUP_FROM) -> SlackTables:
     """Every Einsum's pmappings within its budgets (module docstring) for U = `bound` (pJ,
     the energy of a valid mapping) and each Einsum's minimum energy `minima`: tables
     holding, up to dominance within compatibility groups, every pmapping of every mapping
     of energy at most U, and so every pmapping an energy-optimal mapping could use.
 
-    First every Einsum is searched within its uniform budget (`slack_budgets`) for `probe`
-    seconds (`PROBE`); those that complete keep that table (at batch 1, I, QK_softmax, FFA
-    and FFB, in under 3 s each) and join the rest of every keyed search, so the later Einsums count there at
+    First every Einsum is searched within its uniform budget (`slack_budgets`) up to the
+    size `probe` (`PROBE`, `pmapgen.prefixes.size`: the same on every machine), or
+    `time_limit` if that comes first; those that complete keep that table (at batch 1, I, QK_softmax, FFA
+    and FFB) and join the rest of every keyed search, so the later Einsums count there at
     their joint cost (FFA and FFB together cost 1.40 mJ more than their minima), not at
     their minima. The others (V, K, Q, QK, AV and Z there, each over 90 s) are then searched
     by key in topological order. `uniform` names the Einsums to search within their uniform
@@ -395,9 +398,9 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     start = time.perf_counter()
     objectives = with_latency(("energy",), *(constraints or {}).values())  # (latency budgets: latency too)
     pre = generate_all(workload, arch, constraints, objectives=objectives, workers=workers, progress=progress,
-                       time_limit=probe if uniform is None else time_limit, budgets={e: budgets[e] for e in first},
+                       time_limit=time_limit, budgets={e: budgets[e] for e in first},
                        desc="slack: uniform budgets", einsums=first, max_rows=max_rows,
-                       split=uniform is not None) if first else {}
+                       split=uniform is not None, max_size=probe if uniform is None else None) if first else {}
     probe_seconds = time.perf_counter() - start
     results = {e: r for e, r in pre.items() if r[2].complete}
     tables = {e: r[0] for e, r in results.items()}  # the complete tables so far: the rest of each keyed search

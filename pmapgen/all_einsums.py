@@ -85,16 +85,17 @@ def _search(args) -> tuple:
     """A job's (table, templates, Stats), of the whole search or of one part of a split one
     (`split_searches`: its table is built here, in the worker, and `merge_parts` concatenates
     the parts')."""
-    einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows, *part = args
+    einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows, max_size, *part = args
     if part:
         return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows,
-                                    part[0])
+                                    part[0], max_size)
     if budget is not None and rising:
         return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit,
                                           max_rows)
     if budget is None and (constraints is None or constraints.latency_budget is None):
         return generate(einsum, workload, arch, constraints, objectives, time_limit)
-    return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows)
+    return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows,
+                                max_size=max_size)
 
 
 def _job(item):
@@ -188,7 +189,7 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
                  stop_when_incomplete: bool = False, unit: str = "einsum", deadline: float | None = None,
                  kept: Workers | None = None, more: Callable[[Hashable, tuple], list[tuple]] | None = None) -> dict:
     """{key: (table, templates, stats)} for `jobs`, each (key, (einsum, workload, arch,
-    constraints, objectives, time_limit, budget, rising, max_rows)), run `workers` at a time
+    constraints, objectives, time_limit, budget, rising, max_rows, max_size)), run `workers` at a time
     in worker processes (default one per core; 1: in this process). `stop_when_incomplete`
     starts no job after one is cut short, and none starts after `deadline` (a
     `time.perf_counter()` value, which also shortens the time limits of those it starts);
@@ -267,7 +268,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                  time_limit: float | None = None, budgets: dict[str, float] | None = None,
                  stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False,
                  einsums: tuple[str, ...] | None = None, max_rows: int | None = None,
-                 costs: dict[str, tuple[int, ...]] | None = None, split: bool = True
+                 costs: dict[str, tuple[int, ...]] | None = None, split: bool = True,
+                 max_size: int | None = None
                  ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
@@ -290,9 +292,12 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     at once (its memory; `generate_by_prefixes`). `costs` ({einsum: `Stats.parts` of an
     earlier search}) orders the parts of budgeted searches split across the workers
     (`split_searches`). Budgeted searches are split by root across the workers unless
-    `split` is False: then each runs whole in one worker with its own time limit, so a short
-    limit tells which Einsums complete within it (`ffm.slack.slack_tables`' probe; split, the
-    long searches' parts take the time the short ones would have used).
+    `split` is False: then each runs whole in one worker with its own limits. `max_size`
+    stops a budgeted prefix search (not rising) once its size is known to be more than
+    that (`pmapgen.prefixes.size`): a count of keys and rows, so every machine cuts the
+    same searches at the same key, which tells which Einsums complete cheaply
+    (`ffm.slack.slack_tables`' probe; split, the long searches' parts would take the time
+    the short ones would have used).
     """
     constraints = constraints or {}
     budgets = budgets or {}
@@ -307,7 +312,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         unique.sort(key=lambda e: -math.prod(workload.rank_sizes[r] for r in workload.einsum(e).rank_variables))
     budget = {rep: max((budgets[e] for e in names if same_as[e] == rep and e in budgets),
                        default=None) for rep in unique}
-    jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows))
+    jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows, max_size))
             for e in unique]
     budgeted = budgets or any(c is not None and c.latency_budget is not None for c in constraints.values())
     if budgeted and not rising and workers != 1 and split:

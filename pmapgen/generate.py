@@ -37,7 +37,8 @@ from workloads.model import Workload
 
 OBJECTIVES = ("energy", "latency")
 LATENCY_RTOL = 1e-9  # slack on a latency budget: a floor and the model may round apart
-TIME_LIMIT, ROW_LIMIT = "time limit", "row limit"  # what may cut a search short (`Stats.stopped_by`)
+# what may cut a search short (`Stats.stopped_by`): the wall clock, the rows waiting at once, the work done
+TIME_LIMIT, ROW_LIMIT, SIZE_LIMIT = "time limit", "row limit", "size limit"
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Stats:
     seconds: float = 0.0
     lower_bound: float = 0.0  # pJ, at most every pmapping's energy (a budgeted search's; else 0)
     budget: float | None = None  # pJ: the table is the frontier of the pmappings within it (a budgeted search)
-    stopped_by: str = ""  # which limit made `complete` False: TIME_LIMIT or ROW_LIMIT
+    stopped_by: str = ""  # which limit made `complete` False: TIME_LIMIT, ROW_LIMIT or SIZE_LIMIT
     # False: a budgeted search dropped no row its floor could still place for the budget, so a
     # larger budget keeps nothing more (`generate_by_rising_budgets` stops rising there)
     budget_cut: bool = True

@@ -51,7 +51,7 @@ from pmapgen.columns import full
 from pmapgen.constraints import Constraints, check_latency_budget
 from pmapgen.fixed_key import (fixed_key, fixed_tensors, key_sets, narrowed, set_checks, sets_ok, structure_ok,
                                tile_checks, tensors_ok, tiles_ok, within_sets, within_tiles)
-from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, TIME_LIMIT
+from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, SIZE_LIMIT, TIME_LIMIT
 from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
 from pmapgen.latency_floor import (latency, latency_floor, latency_floor_of, latency_terms, port_sets, reach,
@@ -249,6 +249,7 @@ def _float_span(v):
 @dataclass
 class Stats:
     prefixes: int = 0  # structural prefixes processed
+    reached: int = 0  # keys reached: each is processed before the search ends (`size`)
     rows: int = 0  # partial rows built
     kept: int = 0  # rows that survived the merge at their prefix
     beaten: int = 0  # of those, dropped before they were extended by a finished row (`_Search._beaten`)
@@ -256,6 +257,20 @@ class Stats:
     crossed: int = 0  # waiting rows dropped by a wider key's rows (`_Search._prune_narrower`)
     seconds: float = 0.0
     roots: list = field(default_factory=list)  # prefixes processed per root (`_Search.run`'s order)
+
+
+# rows built that count as one key in `size`: at gpt3 batch 1 one key of a uniform-budget search
+# costs 2 to 6 ms and one row built about 0.4 us (eighty-fourth session)
+ROWS_PER_KEY = 5000
+
+
+def size(stats: Stats) -> int:
+    """What a search is known to cost so far: keys reached, plus rows built per ROWS_PER_KEY.
+    It only grows, and every key reached is processed before the search ends, so a search
+    whose size passes a limit would pass it whole: a size limit (`_Search.run`) cuts it as
+    soon as that is known. A count, not a time: the same search is cut at the same key on
+    every machine."""
+    return stats.reached + stats.rows // ROWS_PER_KEY
 
 
 class _Search:
@@ -390,9 +405,10 @@ class _Search:
         cols["time"], cols["inst"] = above.time, above.instances
 
     # ---- the search ----------------------------------------------------------------------
-    def run(self, deadline: float | None, root: int | None = None) -> str:
-        """Search to the end (""), or until the deadline (TIME_LIMIT) or more than
-        `max_rows` waiting rows (ROW_LIMIT) stop it: the limit that did. `root`: only
+    def run(self, deadline: float | None, root: int | None = None, max_size: int | None = None) -> str:
+        """Search to the end (""), or until the deadline (TIME_LIMIT), more than `max_rows`
+        waiting rows (ROW_LIMIT) or a `size` over `max_size` (SIZE_LIMIT) stop it: the limit
+        that did. `root`: only
         from that root (an index into `templates.roots`; `search_part`). Keys reached first
         spill past `SPILL_AT` of `max_rows` (`key_order.Reached.pop`): a key processed twice
         extends each row once, and prunes within each batch, which drops only rows a
@@ -420,6 +436,8 @@ class _Search:
                     return TIME_LIMIT
                 if self.max_rows is not None and self.waiting_rows > self.max_rows:
                     return ROW_LIMIT
+                if max_size is not None and size(self.stats) > max_size:
+                    return SIZE_LIMIT
                 self._process(key)
         return ""
 
@@ -486,6 +504,7 @@ class _Search:
                     return
         if key not in self.incoming:
             self.incoming[key] = _Waiting([], [])
+            self.stats.reached += 1
             self.order.add(key)
             self._root_of[key] = self._root
             if CROSS_KEYS and key.prefix.last == "temporal":
@@ -1673,7 +1692,8 @@ def _bounds(extent: int, allowed: tuple | None) -> tuple[int, ...]:
 
 def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
                          objectives=("energy", "latency"), time_limit: float | None = None,
-                         budget: float | None = None, max_rows: int | None = None, part: int | None = None):
+                         budget: float | None = None, max_rows: int | None = None, part: int | None = None,
+                         max_size: int | None = None):
     """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search,
     or by its part `part` alone (`search_part`: a worker's share of a split search).
 
@@ -1685,10 +1705,12 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     (`pmapgen.bounds`): the frontier of those within the budget. With a budget, `Stats.lower_bound` is at most every pmapping's energy, complete or not
     (`_Search.lower_bound`). `max_rows` stops the search like the time limit once more
     partial rows than that wait at once: they are most of its memory (at batch 1, 48
-    columns, about half of them held as one value per part: `_compact`)."""
+    columns, about half of them held as one value per part: `_compact`). `max_size` stops it
+    once its `size` (over all its compute units) is more than that."""
     from pmapgen.generate import result
     begin = time.perf_counter()
-    rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part)
+    rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part,
+                           max_size)
     table, templates, stats = result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes,
                                      st.stopped_by, begin, st.lower_bound, budget, constraints)
     return table, templates, replace(stats, budget_cut=st.budget_cut, parts=st.parts, cut_floor=st.cut_floor)
@@ -1696,7 +1718,8 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
 
 def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
                 objectives=("energy", "latency"), time_limit: float | None = None, budget: float | None = None,
-                max_rows: int | None = None, part: int | None = None) -> tuple[list, "Stats"]:
+                max_rows: int | None = None, part: int | None = None,
+                max_size: int | None = None) -> tuple[list, "Stats"]:
     """The prefix search's kept rows (`generate.Rows`, before they are pruned across
     templates: `generate.result` does that) and its Stats (`kept` 0), from every root, or
     only from root `part` of the `parts` of `generate_by_prefixes` (`pmapgen.parts`).
@@ -1710,6 +1733,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
     deadline = None if time_limit is None else begin + time_limit
     e = workload.einsum(einsum)
     rows, stopped_by, n_prefixes, n_rows, low, cut, cut_floor = [], "", 0, 0, math.inf, False, math.inf
+    done = 0  # the `size` of the compute units searched so far, against `max_size`
     parts: list[int] | None = [] if part is None else None  # prefixes per part, where every unit ran
     first = 0  # the flat index of this unit's first root
     for unit in arch.computes_for(e):
@@ -1725,8 +1749,9 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
             low, cut, parts, cut_floor = min(low, boxes), cut or math.isfinite(boxes), None, min(cut_floor, boxes)
             continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
-        stopped_by = search.run(deadline, root)
+        stopped_by = search.run(deadline, root, None if max_size is None else max_size - done)
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
+        done += size(search.stats)
         parts = None if parts is None else parts + search.stats.roots
         if budget is not None:
             low = min(low, max(search.lower_bound(), boxes or 0.0))

@@ -89,7 +89,7 @@ def dominated(row, table, objective: str = "energy") -> bool:
 
 def check_keyed_slack(workload, arch, pick: int) -> None:
     """The keyed budgets (`slack_tables`), some Einsums within their uniform budgets first
-    (a subset drawn from `pick`, as the probe would pick them), the others keyed in
+    (a subset drawn from `pick`, or those the probe completes within a drawn work limit), the others keyed in
     topological order: every pmapping of every mapping within the bound (a pmapping whose
     best mapping is within it) is dominated by a row of its Einsum's table in its
     compatibility group; every row is within its uniform budget; and the tables join to
@@ -102,9 +102,12 @@ def check_keyed_slack(workload, arch, pick: int) -> None:
     bound = optimum * (1.0, 1.05, 1.5)[pick % 3]
     minima = {e: float(t["energy"].min()) for e, t in tables.items()}
     rng = random.Random(pick)
-    uniform = tuple(e for e in order if rng.random() < 0.5) if pick % 4 else ()
+    # () keys every Einsum; None probes them, a random work limit picking the uniform ones
+    uniform = (tuple(e for e in order if rng.random() < 0.5) if pick % 4 > 1 else None) if pick % 4 else ()
+    probe = rng.choice((4, 16, 64, 256, 1024))
     by_backing = 0 if pick // 3 % 3 == 1 else BACKING_GROUP_FROM  # keys searched by backing group, each within its β
-    keyed = slack_tables(workload, arch, bound, minima, workers=1, uniform=uniform, by_backing=by_backing)
+    keyed = slack_tables(workload, arch, bound, minima, workers=1, uniform=uniform, by_backing=by_backing,
+                         probe=probe)
     budgets = slack_budgets(minima, bound)
     assert not keyed.incomplete and set(keyed.results) == set(order)
     for e, (table, _, _) in keyed.results.items():
@@ -125,7 +128,8 @@ def check_keyed_slack(workload, arch, pick: int) -> None:
     ev = chosen(found, {e: r[0] for e, r in keyed.results.items()}, {e: r[1] for e, r in keyed.results.items()},
                 workload, arch)
     assert np.isclose(ev.energy_pJ, optimum, rtol=RTOL)
-    _bump(f"checked, {len(uniform)} of {len(order)} uniform" + (", by backing group" if by_backing == 0 else ""))
+    _bump(f"checked, {len(keyed.uniform)} of {len(order)} uniform" + (" by the probe" if uniform is None else "")
+          + (", by backing group" if by_backing == 0 else ""))
 
 
 @settings(max_examples=10, **SETTINGS)

@@ -23,7 +23,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 def args(e, w, a, objectives, budget, time_limit=None):
     """A job's arguments as `generate_all` builds them (`run_searches`)."""
-    return e, w, a, None, objectives, time_limit, budget, False, None
+    return e, w, a, None, objectives, time_limit, budget, False, None, None
 
 
 def pmappings(table, templates) -> list:
