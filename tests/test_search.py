@@ -349,9 +349,16 @@ def test_search_equals_exhaustive_optimum(problem, epsilon):
     check(*problem, epsilon=epsilon, max_combinations=3_000_000, max_evaluations=3_000)
 
 
-@settings(max_examples=6, **SETTINGS)
+@settings(max_examples=3, **SETTINGS)
 @given(problems(n_einsums=(2, 3), min_levels=3), st.sampled_from([0.2, 1.0, 4.0]))
 def test_search_equals_exhaustive_optimum_three_levels(problem, epsilon):
+    check(*problem, epsilon=epsilon, max_combinations=1_000_000, max_evaluations=3_000)
+
+
+@pytest.mark.slow
+@settings(max_examples=24, **SETTINGS)
+@given(problems(n_einsums=(2, 3), min_levels=3), st.sampled_from([0.2, 1.0, 4.0]))
+def test_search_equals_exhaustive_optimum_three_levels_long(problem, epsilon):
     check(*problem, epsilon=epsilon, max_combinations=1_000_000, max_evaluations=3_000)
 
 
