@@ -33,8 +33,8 @@ where they took 80.8 and 68.5 s. The first box (minima 124.31 mJ, 1.29 mJ above 
 second's) stays apart; checking that cost 7 s.
 
 A box's `ffm.slack.slack_tables` first probes every Einsum within its uniform budget up to
-a search size (`ffm.slack.PROBE`), keeping the tables that complete (at gpt3 batch 1 I, QK_softmax, FFA and FFB)
-and keying the rest. Each box after the first searches within their uniform budgets the
+a search size (`ffm.slack.PROBE`), keeping the tables that complete (at gpt3 batch 1 I,
+QK_softmax, FFA and FFB) and keying the rest. Each box after the first searches within their uniform budgets the
 Einsums the box before completed so, and keys the rest at once: the probes that would
 only fail again are not run (`box_tables`' `uniform`). Either way the tables hold what the
 box needs, so this changes only the time.

@@ -359,10 +359,10 @@ class SlackTables:
 # a search size (`pmapgen.prefixes.size`: keys reached, and rows built per 5,000): `slack_tables`
 # first tries each Einsum within its uniform budget up to this size. At gpt3 batch 1 the four
 # that complete have sizes 1,123 to 2,905 (FFA the most; this is 10% over it); the others pass
-# it in 12 to 19 s each. With FFA missed, V's, QK's and AV's keyed budgets lose FFA and FFB's
-# joint cost and their searches evaluate 4 to 18 times the tile shapes (docs/pmapgen.md, "A
-# probe by size"). A size, not seconds: a 4 s probe completed FFA on one machine and not on
-# a slower one
+# it in 7 to 17 s each on the eighty-fourth session's machine. With FFA missed, V's, QK's and
+# AV's keyed budgets lose FFA and FFB's joint cost and their searches evaluate 4 to 18 times
+# the tile shapes (docs/pmapgen.md, "A probe by size"). A size, not seconds: a 4 s probe
+# completed FFA on one machine and not on a slower one
 PROBE = 3200
 
 
@@ -378,9 +378,9 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
 
     First every Einsum is searched within its uniform budget (`slack_budgets`) up to the
     size `probe` (`PROBE`, `pmapgen.prefixes.size`: the same on every machine), or
-    `time_limit` if that comes first; those that complete keep that table (at batch 1, I, QK_softmax, FFA
-    and FFB) and join the rest of every keyed search, so the later Einsums count there at
-    their joint cost (FFA and FFB together cost 1.40 mJ more than their minima), not at
+    `time_limit` if that comes first; those that complete keep that table (at batch 1, I,
+    QK_softmax, FFA and FFB) and join the rest of every keyed search, so the later Einsums
+    count there at their joint cost (FFA and FFB together cost 1.40 mJ more than their minima), not at
     their minima. The others (V, K, Q, QK, AV and Z there, each over 90 s) are then searched
     by key in topological order. `uniform` names the Einsums to search within their uniform
     budgets instead, with no probe (the rest keyed); `probe=0` keys every Einsum. Each

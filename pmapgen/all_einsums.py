@@ -293,8 +293,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     earlier search}) orders the parts of budgeted searches split across the workers
     (`split_searches`). Budgeted searches are split by root across the workers unless
     `split` is False: then each runs whole in one worker with its own limits. `max_size`
-    stops a budgeted prefix search (not rising) once its size is known to be more than
-    that (`pmapgen.prefixes.size`): a count of keys and rows, so every machine cuts the
+    stops a budgeted prefix search (not rising; each part of a split one) once its size
+    is known to be more than that (`pmapgen.prefixes.size`): a count of keys and rows, so every machine cuts the
     same searches at the same key, which tells which Einsums complete cheaply
     (`ffm.slack.slack_tables`' probe; split, the long searches' parts would take the time
     the short ones would have used).

@@ -37,7 +37,8 @@ from workloads.model import Workload
 
 OBJECTIVES = ("energy", "latency")
 LATENCY_RTOL = 1e-9  # slack on a latency budget: a floor and the model may round apart
-# what may cut a search short (`Stats.stopped_by`): the wall clock, the rows waiting at once, the work done
+# what may cut a search short (`Stats.stopped_by`): the wall clock, the rows waiting at once, the
+# search's size (`pmapgen.prefixes.size`)
 TIME_LIMIT, ROW_LIMIT, SIZE_LIMIT = "time limit", "row limit", "size limit"
 
 
