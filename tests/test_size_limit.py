@@ -6,6 +6,7 @@ are checked in tests/test_slack.py.)"""
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 import pandas as pd
+import pytest
 
 from pmapgen import Constraints
 from pmapgen.generate import SIZE_LIMIT
@@ -32,11 +33,22 @@ def size_before_each_key(einsum: str, workload, arch) -> list[int]:
 @settings(max_examples=12, **SETTINGS)
 @given(problems(max_levels=2), st.integers(0, 10**6), st.integers(0, 10**6))
 def test_a_size_limit_cuts_a_search_where_its_size_passes_the_limit(problem, which, limit):
-    workload, arch = problem
+    check_size_limit(*problem, which, limit)
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **SETTINGS)
+@given(problems(), st.integers(0, 10**6), st.integers(0, 10**6))
+def test_a_size_limit_cuts_a_search_where_its_size_passes_the_limit_long(problem, which, limit):
+    check_size_limit(*problem, which, limit)
+
+
+def check_size_limit(workload, arch, which: int, limit: int) -> None:
+    """Einsum `which` (modulo their count) searched with a size limit drawn from `limit`."""
     e = workload.einsum_names[which % len(workload.einsum_names)]
     assume(len(arch.computes_for(workload.einsum(e))) == 1)
     before = size_before_each_key(e, workload, arch)
-    m = limit % (max(before) + 2)
+    m = limit % (max(before, default=0) + 2)
     processed = next((i for i, b in enumerate(before) if b > m), len(before))
     table, _, stats = generate_by_prefixes(e, workload, arch, objectives=("energy",), max_size=m)
     assert stats.templates == processed
