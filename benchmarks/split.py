@@ -21,7 +21,7 @@ import pandas as pd
 import arch as arch_specs
 import workloads
 from pmapgen import generate_all
-from pmapgen.all_einsums import run_searches
+from pmapgen.all_einsums import Job, run_searches
 from pmapgen.prefixes import generate_by_rising_budgets, part_count
 
 
@@ -48,7 +48,7 @@ def main() -> None:
         least, _, _ = generate_by_rising_budgets(e, w, a, float("inf"), None, ("energy",), args.time_limit)
         budget = float(least["energy"].min()) * factor
         start = time.perf_counter()
-        job = (e, (e, w, a, None, ("energy",), args.time_limit, budget, False, None))
+        job = (e, Job(e, w, a, None, ("energy",), args.time_limit, budget))
         whole = run_searches([job], args.workers, progress=False)[e]
         mid = time.perf_counter()
         split = generate_all(w, a, objectives=("energy",), workers=args.workers, progress=False,

@@ -54,7 +54,7 @@ from ffm.join import join
 from ffm.search import SearchResult, search
 from ffm.wildcards import cut_keys
 from pmapgen import Constraints
-from pmapgen.all_einsums import Workers, rename, signature, split_searches, union
+from pmapgen.all_einsums import Job, Workers, rename, signature, split_searches, union
 from pmapgen.constraints import with_latency
 from pmapgen.generate import ROW_LIMIT
 from pmapgen.key_budgets import KeyBudgets
@@ -354,8 +354,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
 
     def job(group: tuple, beta: float) -> tuple:
         c = keyed(group)
-        return (e, group), (e, workload, arch, c, with_latency(("energy",), c), time_limit, beta, False, max_rows,
-                             None)
+        return (e, group), Job(e, workload, arch, c, with_latency(("energy",), c), time_limit, beta, max_rows=max_rows)
 
     order = sorted(groups.items(), key=lambda g: -max(betas[k] for k in g[1]))
     if own_budgets:
@@ -421,10 +420,10 @@ _DONE = threading.Event()
 _DONE.set()
 
 
-def _bound(args: tuple) -> float | dict:
+def _bound(job: Job) -> float | dict:
     """What a keyed search's job holds its rows to: its budget, or {key: β} with key budgets."""
-    budgets = args[3].key_budgets
-    return args[6] if budgets is None else dict(budgets.items)
+    budgets = job.constraints.key_budgets
+    return job.budget if budgets is None else dict(budgets.items)
 
 
 def _covers(bound: float | dict, need: dict) -> bool:

@@ -39,7 +39,7 @@ from arch.model import Arch
 from ffm.latency_bound import einsum_latency_floor
 from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
 from pmapgen import Constraints, Stats
-from pmapgen.all_einsums import STOP, generate_all, merge_parts, rename, run_searches, signature, union
+from pmapgen.all_einsums import STOP, Job, generate_all, merge_parts, rename, run_searches, signature, union
 from pmapgen.constraints import with_latency
 from pmapgen.generate import TIME_LIMIT
 from pmapgen.prefixes import part_backings, part_floor
@@ -229,7 +229,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         left[e, i] = left.get((e, i), 0) + 1
         if key in answered:
             answer(key, e, i)
-        return (key, (e, workload, arch, c, ("latency",), time_limit, None, False, max_rows, None, part)) \
+        return (key, Job(e, workload, arch, c, ("latency",), time_limit, max_rows=max_rows, part=part)) \
             if len(answers[key]) == 1 else None
 
     def start(e: str, i: int) -> list:

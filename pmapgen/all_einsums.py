@@ -13,7 +13,7 @@ from collections import deque
 from contextlib import nullcontext
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import replace
-from typing import Callable, Hashable
+from typing import Callable, Hashable, NamedTuple
 
 import pandas as pd
 from tqdm import tqdm
@@ -81,21 +81,40 @@ def rename(table: pd.DataFrame, templates: list[Template], src: str, dst: str,
     return out, new_templates
 
 
-def _search(args) -> tuple:
+class Job(NamedTuple):
+    """One search of `run_searches` (run by `_search`, in a worker): an Einsum's pmapgen
+    within its constraints, objectives, limits and energy `budget` (pJ; None: none),
+    rising from its floor if `rising` (`generate_by_rising_budgets`), or only root `part`
+    of a budgeted prefix search (`split_searches`). The limits: `time_limit` seconds,
+    `max_rows` waiting rows and `max_size` (`pmapgen.prefixes.size`)."""
+    einsum: str
+    workload: Workload
+    arch: Arch
+    constraints: Constraints | None
+    objectives: tuple
+    time_limit: float | None = None
+    budget: float | None = None
+    rising: bool = False
+    max_rows: int | None = None
+    max_size: int | None = None
+    part: int | None = None
+
+
+def _search(args: tuple) -> tuple:
     """A job's (table, templates, Stats), of the whole search or of one part of a split one
     (`split_searches`: its table is built here, in the worker, and `merge_parts` concatenates
     the parts')."""
-    einsum, workload, arch, constraints, objectives, time_limit, budget, rising, max_rows, max_size, *part = args
-    if part:
-        return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows,
-                                    part[0], max_size)
-    if budget is not None and rising:
-        return generate_by_rising_budgets(einsum, workload, arch, budget, constraints, objectives, time_limit,
-                                          max_rows)
-    if budget is None and (constraints is None or constraints.latency_budget is None):
-        return generate(einsum, workload, arch, constraints, objectives, time_limit)
-    return generate_by_prefixes(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows,
-                                max_size=max_size)
+    j = Job(*args)
+    if j.part is not None:
+        return generate_by_prefixes(j.einsum, j.workload, j.arch, j.constraints, j.objectives, j.time_limit, j.budget,
+                                    j.max_rows, j.part, j.max_size)
+    if j.budget is not None and j.rising:
+        return generate_by_rising_budgets(j.einsum, j.workload, j.arch, j.budget, j.constraints, j.objectives,
+                                          j.time_limit, j.max_rows)
+    if j.budget is None and (j.constraints is None or j.constraints.latency_budget is None):
+        return generate(j.einsum, j.workload, j.arch, j.constraints, j.objectives, j.time_limit)
+    return generate_by_prefixes(j.einsum, j.workload, j.arch, j.constraints, j.objectives, j.time_limit, j.budget,
+                                j.max_rows, max_size=j.max_size)
 
 
 def _job(item):
@@ -188,8 +207,7 @@ class Workers:
 def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool = True, desc: str = "pmapgen",
                  stop_when_incomplete: bool = False, unit: str = "einsum", deadline: float | None = None,
                  kept: Workers | None = None, more: Callable[[Hashable, tuple], list[tuple]] | None = None) -> dict:
-    """{key: (table, templates, stats)} for `jobs`, each (key, (einsum, workload, arch,
-    constraints, objectives, time_limit, budget, rising, max_rows, max_size)), run `workers` at a time
+    """{key: (table, templates, stats)} for `jobs`, each (key, `Job`), run `workers` at a time
     in worker processes (default one per core; 1: in this process). `stop_when_incomplete`
     starts no job after one is cut short, and none starts after `deadline` (a
     `time.perf_counter()` value, which also shortens the time limits of those it starts);
@@ -232,8 +250,8 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
         if not queue or left <= 0:
             return None
         key, args = queue.popleft()
-        limit = left if args[5] is None else min(args[5], left)
-        return key, (*args[:5], limit, *args[6:])
+        job = Job(*args)
+        return key, job._replace(time_limit=left if job.time_limit is None else min(job.time_limit, left))
 
     if in_process:
         while (job := next_job()) is not None:
@@ -312,7 +330,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         unique.sort(key=lambda e: -math.prod(workload.rank_sizes[r] for r in workload.einsum(e).rank_variables))
     budget = {rep: max((budgets[e] for e in names if same_as[e] == rep and e in budgets),
                        default=None) for rep in unique}
-    jobs = [(e, (e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows, max_size))
+    jobs = [(e, Job(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows, max_size))
             for e in unique]
     budgeted = budgets or any(c is not None and c.latency_budget is not None for c in constraints.values())
     if budgeted and not rising and workers != 1 and split:
@@ -361,12 +379,12 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
         if split is not None and not split(e):
             parts.append((e, args))
             continue
-        einsum, workload, arch, constraints, *_ = args
-        count[e] = part_count(einsum, workload, arch, constraints)
+        job = Job(*args)
+        count[e] = part_count(job.einsum, job.workload, job.arch, job.constraints)
         given = (costs or {}).get(e, ())
         ordered = sorted(range(count[e]), key=lambda i: -given[i]) if len(given) == count[e] else range(count[e])
-        parts += [((e, i), (*args, i)) for i in ordered]
-    limit = jobs[0][1][5] if jobs else None
+        parts += [((e, i), job._replace(part=i)) for i in ordered]
+    limit = Job(*jobs[0][1]).time_limit if jobs else None
     if limit is not None:
         own = time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
         deadline = own if deadline is None else min(own, deadline)
@@ -394,7 +412,7 @@ def merge_parts(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], S
     never in one compatibility group (`search_part`). A part cut short or not started
     leaves the table empty and the Einsum incomplete, bounded below by the least of its
     parts' bounds."""
-    einsum, workload, arch, constraints, objectives, _, budget, *_ = args
+    einsum, workload, arch, constraints, objectives, _, budget, *_ = Job(*args)
     begin = time.perf_counter()
     low, stopped_by, explored, evaluated, seconds, cut_floor = math.inf, "", 0, 0, 0.0, math.inf
     tables, templates = [], []

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import pmapgen.all_einsums as all_einsums
 import pmapgen.prefixes as prefixes
-from pmapgen.all_einsums import merge_parts, generate_all
+from pmapgen.all_einsums import Job, generate_all, merge_parts
 from pmapgen.generate import TIME_LIMIT, generate
 from pmapgen.prefixes import generate_by_prefixes, part_count
 from tests.test_pmapgen import OBJECTIVES, TickingClock, frontier, kv_projections, small_problems
@@ -23,7 +23,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
 
 def args(e, w, a, objectives, budget, time_limit=None):
     """A job's arguments as `generate_all` builds them (`run_searches`)."""
-    return e, w, a, None, objectives, time_limit, budget, False, None, None
+    return Job(e, w, a, None, objectives, time_limit, budget)
 
 
 def pmappings(table, templates) -> list:
@@ -43,7 +43,7 @@ def parts_equal_whole(w, a, quantile, objectives):
         budget = float(np.quantile(full["energy"], quantile))
         whole = generate_by_prefixes(e, w, a, objectives=objectives, budget=budget)
         # each part as a worker runs it (`_search` with a part index)
-        got = [all_einsums._search((*args(e, w, a, objectives, budget), i)) for i in range(part_count(e, w, a))]
+        got = [all_einsums._search(args(e, w, a, objectives, budget)._replace(part=i)) for i in range(part_count(e, w, a))]
         table, templates, stats = merge_parts(args(e, w, a, objectives, budget), got)
         assert stats.complete and frontier(table, objectives) == frontier(whole[0], objectives), e
         assert pmappings(table, templates) == pmappings(*whole[:2]), e  # the same rows, not only the same frontier
@@ -95,7 +95,7 @@ def test_parts_cut_short_or_not_started_bound_the_minimum(problem, quantile, ste
             real = prefixes.time
             prefixes.time = TickingClock()
             try:
-                part = all_einsums._search((*args(e, w, a, ("energy",), budget, steps if fate == "cut" else None), i))
+                part = all_einsums._search(args(e, w, a, ("energy",), budget, steps if fate == "cut" else None)._replace(part=i))
             finally:
                 prefixes.time = real
             got.append(part)
@@ -271,7 +271,7 @@ def test_parts_start_most_costly_first_within_each_job_when_costs_are_given(monk
     w, a = kv_projections()
     names = list(w.einsum_names)
     jobs = [(e, args(e, w, a, ("energy",), None)) for e in names]
-    jobs = [(e, (*j[:6], float(generate(e, w, a, objectives=("energy",))[0]["energy"].max()), *j[7:]))
+    jobs = [(e, j._replace(budget=float(generate(e, w, a, objectives=("energy",))[0]["energy"].max())))
             for e, j in jobs]
     counts = {e: part_count(e, w, a) for e in names}
     started = []
