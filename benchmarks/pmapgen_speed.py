@@ -27,9 +27,9 @@ a valid mapping, e.g. 125.64 at batch 1, where the proven optimum is 125.63920) 
 issue 3's set for energy: tables holding every pmapping that could be part of a mapping of
 energy at most U, so every pmapping an energy-optimal mapping could use (`ffm.slack`). It
 first finds every minimum (as `--rising`), then runs `ffm.slack.slack_tables`: each Einsum
-within its uniform budget (U minus the other Einsums' minima) for a short probe, then those
-the probe did not complete per key their producers' tables give their inputs, in
-topological order. `--uniform-slack` runs every Einsum within its uniform budget instead
+within its uniform budget (U minus the other Einsums' minima) up to a search size (the
+probe: `--probe`, default `ffm.slack.PROBE`), then those the probe did not complete per key
+their producers' tables give their inputs, in topological order. `--uniform-slack` runs every Einsum within its uniform budget instead
 (`ffm.slack.slack_budgets`; far slower). The searches run in worker processes, identical
 Einsums once: the peak memory column is the largest worker's so far, and the total wall
 is both steps'. E.g. `--prefixes --slack-of 125.64 --objectives energy --shapes 0`.
@@ -86,7 +86,7 @@ from ffm.latency_bound import einsum_latency_floor
 from ffm.latency_proof import floor_constraints, prove_at_floors
 from ffm.pareto_proof import frontier_points, prove_pareto
 from ffm.report import box_text
-from ffm.slack import latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
+from ffm.slack import PROBE, latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
 from pmapgen import Constraints, generate, generate_all
 from pmapgen.all_einsums import union
 from pmapgen.constraints import with_latency
@@ -117,7 +117,7 @@ def mapper_bound(w, a, objective: str = "energy") -> float:
 
 
 def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, uniform: bool,
-              floors: bool = False) -> None:
+              floors: bool = False, probe: int = PROBE) -> None:
     """`--slack-of`: every minimum, then every Einsum's table within its slack budgets:
     keyed (`ffm.slack.slack_tables`), or uniform (`--uniform-slack`); with `floors`
     (`--at-floors`), every Einsum held to its latency floor throughout."""
@@ -139,7 +139,7 @@ def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, unifor
                              time_limit=time_limit, einsums=tuple(einsums))
         how = {e: "" for e in found}
     else:
-        keyed = slack_tables(w, a, bound, lows, constraints, time_limit=time_limit, max_rows=PROOF_ROWS,
+        keyed = slack_tables(w, a, bound, lows, constraints, time_limit=time_limit, max_rows=PROOF_ROWS, probe=probe,
                              deadline=start + time_limit * len(w.einsum_names))  # the Einsums' limits together
         found = {e: r for e, r in keyed.results.items() if e in einsums}
         how = {e: "; uniform budget" if e in keyed.uniform else
@@ -256,6 +256,9 @@ def main() -> None:
     parser.add_argument("--pareto-set", action="store_true",
                         help="with --prefixes: every pmapping of every Pareto-optimal mapping (energy and latency), "
                              "from the frontier's ends and the pareto proof's boxes; see above")
+    parser.add_argument("--probe", type=int, default=PROBE,
+                        help=f"with --slack-of and --objectives energy: the probe's search size (ffm.slack.PROBE, "
+                             f"default {PROBE}; 0: every Einsum keyed)")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (energy: no keys; "
                              "latency: no producers' c_T)")
@@ -295,7 +298,7 @@ def main() -> None:
                 bound = (mapper_bound(w, a, "latency" if args.at_floors else "energy") if args.slack_of == "auto"
                          else float(args.slack_of) * 1e9)
                 slack_run(w, a, bound, args.einsums or w.einsum_names, objectives, args.time_limit,
-                          args.uniform_slack, args.at_floors)
+                          args.uniform_slack, args.at_floors, args.probe)
             continue
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:
