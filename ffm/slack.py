@@ -216,7 +216,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     def end(e: str, i: int) -> None:
         got = pieces.get((e, i), [])
         ended[e, i] = got[0] if len(got) == 1 else \
-            merge_parts((e, workload, arch, own[e], ("latency",), time_limit, None), got)
+            merge_parts(Job(e, workload, arch, own[e], ("latency",), time_limit), got)
         order.append((e, i))
 
     def job(e: str, i: int, sets: dict[str, tuple | None], role: str) -> tuple | None:
@@ -286,7 +286,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         got = {e: [r for i in range(len(roots[e])) for r in rows_of((e, i))] for e in names}
         if not all(any(len(r[0]) for r in rs) for rs in got.values()):
             return None
-        return {e: merge_parts((e, workload, arch, own[e], ("latency",), time_limit, None), rs)
+        return {e: merge_parts(Job(e, workload, arch, own[e], ("latency",), time_limit), rs)
                 for e, rs in got.items()}
 
     stop: list[dict] = []
@@ -308,7 +308,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
                for i in range(len(roots[e])) if ended.get((e, i), True) is not None]
         c = replace(own[e], tensor_key_sets={**own[e].tensor_key_sets,
                                              **{t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()}})
-        results[e] = merge_parts((e, workload, arch, c, ("latency",), time_limit, None), got)
+        results[e] = merge_parts(Job(e, workload, arch, c, ("latency",), time_limit), got)
     return LatencyTables(results, {e: {t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()} for e in names},
                          {e: tuple(i for i in range(len(roots[e])) if (e, i) in ended and ended[e, i] is None)
                           for e in names}, stop[0] if stop else None, tuple(order), tuple(guessed))

@@ -100,11 +100,10 @@ class Job(NamedTuple):
     part: int | None = None
 
 
-def _search(args: tuple) -> tuple:
+def _search(j: Job) -> tuple:
     """A job's (table, templates, Stats), of the whole search or of one part of a split one
     (`split_searches`: its table is built here, in the worker, and `merge_parts` concatenates
     the parts')."""
-    j = Job(*args)
     if j.part is not None:
         return generate_by_prefixes(j.einsum, j.workload, j.arch, j.constraints, j.objectives, j.time_limit, j.budget,
                                     j.max_rows, j.part, j.max_size)
@@ -204,7 +203,7 @@ class Workers:
         self.close()
 
 
-def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool = True, desc: str = "pmapgen",
+def run_searches(jobs: list[tuple[Hashable, Job]], workers: int | None = None, progress: bool = True, desc: str = "pmapgen",
                  stop_when_incomplete: bool = False, unit: str = "einsum", deadline: float | None = None,
                  kept: Workers | None = None, more: Callable[[Hashable, tuple], list[tuple]] | None = None) -> dict:
     """{key: (table, templates, stats)} for `jobs`, each (key, `Job`), run `workers` at a time
@@ -249,8 +248,7 @@ def run_searches(jobs: list[tuple], workers: int | None = None, progress: bool =
         left = deadline - time.perf_counter()
         if not queue or left <= 0:
             return None
-        key, args = queue.popleft()
-        job = Job(*args)
+        key, job = queue.popleft()
         return key, job._replace(time_limit=left if job.time_limit is None else min(job.time_limit, left))
 
     if in_process:
@@ -347,7 +345,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     return out
 
 
-def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc: str,
+def split_searches(jobs: list[tuple[Hashable, Job]], workers: int | None, progress: bool, desc: str,
                    stop_when_incomplete: bool = False, deadline: float | None = None,
                    split: Callable[[Hashable], bool] | None = None, kept: Workers | None = None,
                    costs: dict[Hashable, tuple[int, ...]] | None = None) -> dict:
@@ -375,16 +373,15 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
     "Step 29" and "Step 30")."""
     n_workers = kept.workers if kept is not None else workers or max(1, os.cpu_count() or 1)
     parts, count = [], {}
-    for e, args in jobs:
+    for e, job in jobs:
         if split is not None and not split(e):
-            parts.append((e, args))
+            parts.append((e, job))
             continue
-        job = Job(*args)
         count[e] = part_count(job.einsum, job.workload, job.arch, job.constraints)
         given = (costs or {}).get(e, ())
         ordered = sorted(range(count[e]), key=lambda i: -given[i]) if len(given) == count[e] else range(count[e])
         parts += [((e, i), job._replace(part=i)) for i in ordered]
-    limit = Job(*jobs[0][1]).time_limit if jobs else None
+    limit = jobs[0][1].time_limit if jobs else None
     if limit is not None:
         own = time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
         deadline = own if deadline is None else min(own, deadline)
@@ -403,7 +400,7 @@ def split_searches(jobs: list[tuple], workers: int | None, progress: bool, desc:
     return out
 
 
-def merge_parts(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], Stats]:
+def merge_parts(args: Job, got: list) -> tuple[pd.DataFrame, list[Template], Stats]:
     """One Einsum's (table, templates, Stats) from its parts' (`_search`), None for a part
     not started: their tables one after the other, each `template` column shifted past the
     templates of the parts before it, and the columns in order of first appearance, as one
@@ -412,7 +409,8 @@ def merge_parts(args: tuple, got: list) -> tuple[pd.DataFrame, list[Template], S
     never in one compatibility group (`search_part`). A part cut short or not started
     leaves the table empty and the Einsum incomplete, bounded below by the least of its
     parts' bounds."""
-    einsum, workload, arch, constraints, objectives, _, budget, *_ = Job(*args)
+    einsum, workload, arch, constraints, objectives, budget = args.einsum, args.workload, args.arch, \
+        args.constraints, args.objectives, args.budget
     begin = time.perf_counter()
     low, stopped_by, explored, evaluated, seconds, cut_floor = math.inf, "", 0, 0, 0.0, math.inf
     tables, templates = [], []

@@ -409,10 +409,9 @@ class _Search:
         """Search to the end (""), or until the deadline (TIME_LIMIT), more than `max_rows`
         waiting rows (ROW_LIMIT) or a `size` over `max_size` (SIZE_LIMIT) stop it: the limit
         that did. `root`: only from that root (an index into `templates.roots`;
-        `search_part`). Keys reached first
-        spill past `SPILL_AT` of `max_rows` (`key_order.Reached.pop`): a key processed twice
-        extends each row once, and prunes within each batch, which drops only rows a
-        whole-key prune would."""
+        `search_part`). Keys reached first spill past `SPILL_AT` of `max_rows`
+        (`key_order.Reached.pop`): a key processed twice extends each row once, and prunes
+        within each batch, which drops only rows a whole-key prune would."""
         for i, (prefix, move) in enumerate(roots(self.sp, self.w)):
             self.stats.roots.append(0)
             if root is not None and i != root:

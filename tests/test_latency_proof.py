@@ -20,6 +20,7 @@ from ffm.report import result_text
 from ffm.search import search
 from ffm.slack import latency_slack_tables
 from pmapgen import all_einsums, generate
+from pmapgen.all_einsums import Job
 from tests.test_map import ARCH, WORKLOAD
 from tests.test_search import RTOL, SETTINGS, _bump, chosen, problems, report  # noqa: F401
 
@@ -183,7 +184,7 @@ def test_stop_abandons_the_running_searches():
     import multiprocessing
     if multiprocessing.get_start_method() != "fork":
         pytest.skip("the stand-in search reaches the workers only when they are forked")
-    jobs = [("slow", ("slow",) + (None,) * 9), ("fast", ("fast",) + (None,) * 9)]
+    jobs = [(name, Job(name, None, None, None, None)) for name in ("slow", "fast")]
     with mock.patch.object(all_einsums, "_search", _sleepy):
         got = all_einsums.run_searches(jobs, workers=2, progress=False, more=lambda key, res: all_einsums.STOP)
     assert set(got) == {"fast"} and not multiprocessing.active_children()
