@@ -86,7 +86,7 @@ from ffm.latency_bound import einsum_latency_floor
 from ffm.latency_proof import floor_constraints, prove_at_floors
 from ffm.pareto_proof import frontier_points, prove_pareto
 from ffm.report import box_text
-from ffm.slack import PROBE, latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
+from ffm.slack import PROBE, PROBE_WAITING, latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
 from pmapgen import Constraints, generate, generate_all
 from pmapgen.all_einsums import union
 from pmapgen.constraints import with_latency
@@ -117,7 +117,7 @@ def mapper_bound(w, a, objective: str = "energy") -> float:
 
 
 def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, uniform: bool,
-              floors: bool = False, probe: int = PROBE) -> None:
+              floors: bool = False, probe: int = PROBE, probe_waiting: int | None = PROBE_WAITING) -> None:
     """`--slack-of`: every minimum, then every Einsum's table within its slack budgets:
     keyed (`ffm.slack.slack_tables`), or uniform (`--uniform-slack`); with `floors`
     (`--at-floors`), every Einsum held to its latency floor throughout."""
@@ -140,6 +140,7 @@ def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, unifor
         how = {e: "" for e in found}
     else:
         keyed = slack_tables(w, a, bound, lows, constraints, time_limit=time_limit, max_rows=PROOF_ROWS, probe=probe,
+                             probe_waiting=probe_waiting,
                              deadline=start + time_limit * len(w.einsum_names))  # the Einsums' limits together
         found = {e: r for e, r in keyed.results.items() if e in einsums}
         how = {e: "; uniform budget" if e in keyed.uniform else
@@ -259,6 +260,9 @@ def main() -> None:
     parser.add_argument("--probe", type=int, default=PROBE,
                         help=f"with --slack-of and --objectives energy: the probe's search size (ffm.slack.PROBE, "
                              f"default {PROBE}; 0: every Einsum keyed)")
+    parser.add_argument("--probe-waiting", type=int, default=PROBE_WAITING,
+                        help=f"with --slack-of and --objectives energy: the most keys a probe search may hold waiting "
+                             f"(ffm.slack.PROBE_WAITING, default {PROBE_WAITING}; 0: no such limit)")
     parser.add_argument("--uniform-slack", action="store_true",
                         help="with --slack-of: every Einsum within its uniform budget (energy: no keys; "
                              "latency: no producers' c_T)")
@@ -298,7 +302,7 @@ def main() -> None:
                 bound = (mapper_bound(w, a, "latency" if args.at_floors else "energy") if args.slack_of == "auto"
                          else float(args.slack_of) * 1e9)
                 slack_run(w, a, bound, args.einsums or w.einsum_names, objectives, args.time_limit,
-                          args.uniform_slack, args.at_floors, args.probe)
+                          args.uniform_slack, args.at_floors, args.probe, args.probe_waiting or None)
             continue
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:

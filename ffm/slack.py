@@ -364,12 +364,19 @@ class SlackTables:
 # the tile shapes (docs/pmapgen.md, "A probe by size"). A size, not seconds: a 4 s probe
 # completed FFA on one machine and not on a slower one
 PROBE = 3200
+# keys waiting at once (`pmapgen.prefixes._Search.run`): a probe search with more is cut too, as
+# wide. At gpt3 batch 1 the four that complete hold at most 398 (FFA; within the latency floors
+# 235), while V, QK, AV and Z pass 500 at a fifth to a half of the size (energy set) and a third
+# to all of it (floors) at which PROBE cuts them, 20 s of the probe's 26 s of CPU on those four
+# (docs/pmapgen.md, "A probe by breadth"). A heuristic: a wide search completed would cost time
+# only, since each Einsum the probe cuts is keyed
+PROBE_WAITING = 500
 
 
 def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str, float],
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = False, max_rows: int | None = None,
-                 probe: int = PROBE, uniform: tuple[str, ...] | None = None,
+                 probe: int = PROBE, uniform: tuple[str, ...] | None = None, probe_waiting: int | None = PROBE_WAITING,
                  deadline: float | None = None, by_backing: int = BACKING_GROUP_FROM) -> SlackTables:
     """Every Einsum's pmappings within its budgets (module docstring) for U = `bound` (pJ,
     the energy of a valid mapping) and each Einsum's minimum energy `minima`: tables
@@ -377,7 +384,8 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     of energy at most U, and so every pmapping an energy-optimal mapping could use.
 
     First every Einsum is searched within its uniform budget (`slack_budgets`) up to the
-    size `probe` (`PROBE`, `pmapgen.prefixes.size`: the same on every machine), or
+    size `probe` (`PROBE`, `pmapgen.prefixes.size`: the same on every machine) and
+    `probe_waiting` keys waiting at once (`PROBE_WAITING`; None: no such limit), or
     `time_limit` if that comes first; those that complete keep that table (at batch 1, I,
     QK_softmax, FFA and FFB) and join the rest of every keyed search, so the later Einsums
     count there at their joint cost (FFA and FFB together cost 1.40 mJ more than their minima), not at
@@ -401,7 +409,8 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     pre = generate_all(workload, arch, constraints, objectives=objectives, workers=workers, progress=progress,
                        time_limit=time_limit, budgets={e: budgets[e] for e in first},
                        desc="slack: uniform budgets", einsums=first, max_rows=max_rows,
-                       split=uniform is not None, max_size=probe if uniform is None else None) if first else {}
+                       split=uniform is not None, max_size=probe if uniform is None else None,
+                       max_waiting=probe_waiting if uniform is None else None) if first else {}
     probe_seconds = time.perf_counter() - start
     results = {e: r for e, r in pre.items() if r[2].complete}
     tables = {e: r[0] for e, r in results.items()}  # the complete tables so far: the rest of each keyed search

@@ -86,7 +86,8 @@ class Job(NamedTuple):
     within its constraints, objectives, limits and energy `budget` (pJ; None: none),
     rising from its floor if `rising` (`generate_by_rising_budgets`), or only root `part`
     of a budgeted prefix search (`split_searches`). The limits: `time_limit` seconds,
-    `max_rows` waiting rows and `max_size` (`pmapgen.prefixes.size`)."""
+    `max_rows` waiting rows, `max_size` (`pmapgen.prefixes.size`) and `max_waiting` keys
+    waiting (`pmapgen.prefixes._Search.run`)."""
     einsum: str
     workload: Workload
     arch: Arch
@@ -98,6 +99,7 @@ class Job(NamedTuple):
     max_rows: int | None = None
     max_size: int | None = None
     part: int | None = None
+    max_waiting: int | None = None
 
 
 def _search(j: Job) -> tuple:
@@ -106,14 +108,14 @@ def _search(j: Job) -> tuple:
     the parts')."""
     if j.part is not None:
         return generate_by_prefixes(j.einsum, j.workload, j.arch, j.constraints, j.objectives, j.time_limit, j.budget,
-                                    j.max_rows, j.part, j.max_size)
+                                    j.max_rows, j.part, j.max_size, j.max_waiting)
     if j.budget is not None and j.rising:
         return generate_by_rising_budgets(j.einsum, j.workload, j.arch, j.budget, j.constraints, j.objectives,
                                           j.time_limit, j.max_rows)
     if j.budget is None and (j.constraints is None or j.constraints.latency_budget is None):
         return generate(j.einsum, j.workload, j.arch, j.constraints, j.objectives, j.time_limit)
     return generate_by_prefixes(j.einsum, j.workload, j.arch, j.constraints, j.objectives, j.time_limit, j.budget,
-                                j.max_rows, max_size=j.max_size)
+                                j.max_rows, max_size=j.max_size, max_waiting=j.max_waiting)
 
 
 def _job(item):
@@ -285,7 +287,7 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                  stop_when_incomplete: bool = False, desc: str = "pmapgen", rising: bool = False,
                  einsums: tuple[str, ...] | None = None, max_rows: int | None = None,
                  costs: dict[str, tuple[int, ...]] | None = None, split: bool = True,
-                 max_size: int | None = None
+                 max_size: int | None = None, max_waiting: int | None = None
                  ) -> dict[str, tuple[pd.DataFrame, list[Template], Stats]]:
     """pmapgen for every Einsum: {einsum: (table, templates, stats)}.
 
@@ -313,7 +315,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
     is known to be more than that (`pmapgen.prefixes.size`): a count of keys and rows, so every machine cuts the
     same searches at the same key, which tells which Einsums complete cheaply
     (`ffm.slack.slack_tables`' probe; split, the long searches' parts would take the time
-    the short ones would have used).
+    the short ones would have used); `max_waiting` stops it once more keys than that wait
+    at once (`pmapgen.prefixes._Search.run`: a wide search).
     """
     constraints = constraints or {}
     budgets = budgets or {}
@@ -328,8 +331,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         unique.sort(key=lambda e: -math.prod(workload.rank_sizes[r] for r in workload.einsum(e).rank_variables))
     budget = {rep: max((budgets[e] for e in names if same_as[e] == rep and e in budgets),
                        default=None) for rep in unique}
-    jobs = [(e, Job(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows, max_size))
-            for e in unique]
+    jobs = [(e, Job(e, workload, arch, constraints.get(e), objectives, time_limit, budget[e], rising, max_rows,
+                    max_size, max_waiting=max_waiting)) for e in unique]
     budgeted = budgets or any(c is not None and c.latency_budget is not None for c in constraints.values())
     if budgeted and not rising and workers != 1 and split:
         results = split_searches(jobs, workers, progress, desc, stop_when_incomplete, costs=costs)

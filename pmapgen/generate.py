@@ -38,8 +38,8 @@ from workloads.model import Workload
 OBJECTIVES = ("energy", "latency")
 LATENCY_RTOL = 1e-9  # slack on a latency budget: a floor and the model may round apart
 # what may cut a search short (`Stats.stopped_by`): the wall clock, the rows waiting at once, the
-# search's size (`pmapgen.prefixes.size`)
-TIME_LIMIT, ROW_LIMIT, SIZE_LIMIT = "time limit", "row limit", "size limit"
+# search's size (`pmapgen.prefixes.size`), the keys waiting at once (a wide search: `_Search.run`)
+TIME_LIMIT, ROW_LIMIT, SIZE_LIMIT, WAITING_LIMIT = "time limit", "row limit", "size limit", "waiting limit"
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Stats:
     seconds: float = 0.0
     lower_bound: float = 0.0  # pJ, at most every pmapping's energy (a budgeted search's; else 0)
     budget: float | None = None  # pJ: the table is the frontier of the pmappings within it (a budgeted search)
-    stopped_by: str = ""  # which limit made `complete` False: TIME_LIMIT, ROW_LIMIT or SIZE_LIMIT
+    stopped_by: str = ""  # which limit made `complete` False: TIME_LIMIT, ROW_LIMIT, SIZE_LIMIT or WAITING_LIMIT
     # False: a budgeted search dropped no row its floor could still place for the budget, so a
     # larger budget keeps nothing more (`generate_by_rising_budgets` stops rising there)
     budget_cut: bool = True

@@ -51,7 +51,7 @@ from pmapgen.columns import full
 from pmapgen.constraints import Constraints, check_latency_budget
 from pmapgen.fixed_key import (fixed_key, fixed_tensors, key_sets, narrowed, set_checks, sets_ok, structure_ok,
                                tile_checks, tensors_ok, tiles_ok, within_sets, within_tiles)
-from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, SIZE_LIMIT, TIME_LIMIT
+from pmapgen.generate import LATENCY_RTOL, ROW_LIMIT, SIZE_LIMIT, TIME_LIMIT, WAITING_LIMIT
 from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
 from pmapgen.latency_floor import (latency, latency_floor, latency_floor_of, latency_terms, port_sets, reach,
@@ -405,10 +405,15 @@ class _Search:
         cols["time"], cols["inst"] = above.time, above.instances
 
     # ---- the search ----------------------------------------------------------------------
-    def run(self, deadline: float | None, root: int | None = None, max_size: int | None = None) -> str:
+    def run(self, deadline: float | None, root: int | None = None, max_size: int | None = None,
+            max_waiting: int | None = None) -> str:
         """Search to the end (""), or until the deadline (TIME_LIMIT), more than `max_rows`
-        waiting rows (ROW_LIMIT) or a `size` over `max_size` (SIZE_LIMIT) stop it: the limit
-        that did. `root`: only from that root (an index into `templates.roots`;
+        waiting rows (ROW_LIMIT), a `size` over `max_size` (SIZE_LIMIT) or more than
+        `max_waiting` keys waiting at once (WAITING_LIMIT) stop it: the limit that did. The
+        keys waiting are a search's breadth, a sign (not a bound) that it is large: at gpt3
+        batch 1 the uniform searches that complete hold at most 398 keys waiting, the others
+        pass 500 in a fraction of the time their size takes to pass the probe's
+        (`ffm.slack.PROBE_WAITING`). `root`: only from that root (an index into `templates.roots`;
         `search_part`). Keys reached first spill past `SPILL_AT` of `max_rows`
         (`key_order.Reached.pop`): a key processed twice extends each row once, and prunes
         within each batch, which drops only rows a whole-key prune would."""
@@ -437,6 +442,8 @@ class _Search:
                     return ROW_LIMIT
                 if max_size is not None and size(self.stats) > max_size:
                     return SIZE_LIMIT
+                if max_waiting is not None and len(self.incoming) > max_waiting:
+                    return WAITING_LIMIT
                 self._process(key)
         return ""
 
@@ -1692,7 +1699,7 @@ def _bounds(extent: int, allowed: tuple | None) -> tuple[int, ...]:
 def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
                          objectives=("energy", "latency"), time_limit: float | None = None,
                          budget: float | None = None, max_rows: int | None = None, part: int | None = None,
-                         max_size: int | None = None):
+                         max_size: int | None = None, max_waiting: int | None = None):
     """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search,
     or by its part `part` alone (`search_part`: a worker's share of a split search).
 
@@ -1705,11 +1712,12 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     (`_Search.lower_bound`). `max_rows` stops the search like the time limit once more
     partial rows than that wait at once: they are most of its memory (at batch 1, 48
     columns, about half of them held as one value per part: `_compact`). `max_size` stops it
-    once its `size` (over all its compute units) is more than that."""
+    once its `size` (over all its compute units) is more than that, `max_waiting` once more
+    keys than that wait at once in one unit's search (`_Search.run`)."""
     from pmapgen.generate import result
     begin = time.perf_counter()
     rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part,
-                           max_size)
+                           max_size, max_waiting)
     table, templates, stats = result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes,
                                      st.stopped_by, begin, st.lower_bound, budget, constraints)
     return table, templates, replace(stats, budget_cut=st.budget_cut, parts=st.parts, cut_floor=st.cut_floor)
@@ -1718,7 +1726,7 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
 def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
                 objectives=("energy", "latency"), time_limit: float | None = None, budget: float | None = None,
                 max_rows: int | None = None, part: int | None = None,
-                max_size: int | None = None) -> tuple[list, "Stats"]:
+                max_size: int | None = None, max_waiting: int | None = None) -> tuple[list, "Stats"]:
     """The prefix search's kept rows (`generate.Rows`, before they are pruned across
     templates: `generate.result` does that) and its Stats (`kept` 0), from every root, or
     only from root `part` of the `parts` of `generate_by_prefixes` (`pmapgen.parts`).
@@ -1748,7 +1756,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
             low, cut, parts, cut_floor = min(low, boxes), cut or math.isfinite(boxes), None, min(cut_floor, boxes)
             continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
-        stopped_by = search.run(deadline, root, None if max_size is None else max_size - done)
+        stopped_by = search.run(deadline, root, None if max_size is None else max_size - done, max_waiting)
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         done += size(search.stats)
         parts = None if parts is None else parts + search.stats.roots

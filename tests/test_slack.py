@@ -89,7 +89,8 @@ def dominated(row, table, objective: str = "energy") -> bool:
 
 def check_keyed_slack(workload, arch, pick: int) -> None:
     """The keyed budgets (`slack_tables`), some Einsums within their uniform budgets first
-    (a subset drawn from `pick`, or those the probe completes within a drawn work limit), the others keyed in
+    (a subset drawn from `pick`, or those the probe completes within a drawn size and
+    keys-waiting limit), the others keyed in
     topological order: every pmapping of every mapping within the bound (a pmapping whose
     best mapping is within it) is dominated by a row of its Einsum's table in its
     compatibility group; every row is within its uniform budget; and the tables join to
@@ -105,9 +106,10 @@ def check_keyed_slack(workload, arch, pick: int) -> None:
     # () keys every Einsum; None probes them, a random work limit picking the uniform ones
     uniform = (tuple(e for e in order if rng.random() < 0.5) if pick % 4 > 1 else None) if pick % 4 else ()
     probe = rng.choice((4, 16, 64, 256, 1024))
+    probe_waiting = rng.choice((None, 1, 4, 16, 64))
     by_backing = 0 if pick // 3 % 3 == 1 else BACKING_GROUP_FROM  # keys searched by backing group, each within its β
     keyed = slack_tables(workload, arch, bound, minima, workers=1, uniform=uniform, by_backing=by_backing,
-                         probe=probe)
+                         probe=probe, probe_waiting=probe_waiting)
     budgets = slack_budgets(minima, bound)
     assert not keyed.incomplete and set(keyed.results) == set(order)
     for e, (table, _, _) in keyed.results.items():
@@ -396,16 +398,18 @@ def test_a_guess_that_missed_c_t_searches_the_rest_once_fed():
 @pytest.mark.slow
 def test_the_probe_completes_i_qk_softmax_ffa_and_ffb_at_gpt3_batch_1():
     """At gpt3 batch 1, within the energy set's uniform budgets at U = 125.64 mJ (the
-    optimum, 125.6392 mJ, rounded up: README's energy-set command), the probe's size limit
-    (`ffm.slack.PROBE`) lets I, QK_softmax, FFA and FFB complete and cuts the others by
-    size, on any machine (docs/pmapgen.md, "A probe by size"). FFA's size is within 10% of
-    the limit: a change that grows it past the limit fails here, not in a benchmark."""
+    optimum, 125.6392 mJ, rounded up: README's energy-set command), the probe's limits
+    (`ffm.slack.PROBE`, `PROBE_WAITING`) let I, QK_softmax, FFA and FFB complete and cut
+    the others, by the keys they hold waiting, on any machine (docs/pmapgen.md, "A probe
+    by size", "A probe by breadth"). FFA's size is within 10% of the size limit and its
+    most keys waiting (398) within 26% of the other: a change that grows either past its
+    limit fails here, not in a benchmark."""
     import math
 
     import arch as arch_specs
     import workloads
     from ffm import slack
-    from pmapgen.generate import SIZE_LIMIT
+    from pmapgen.generate import WAITING_LIMIT
     w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
     minima = generate_all(w, a, objectives=("energy",), budgets={e: math.inf for e in w.einsum_names}, rising=True,
                           progress=False)
@@ -413,6 +417,6 @@ def test_the_probe_completes_i_qk_softmax_ffa_and_ffb_at_gpt3_batch_1():
     budgets = slack_budgets({e: float(r[0]["energy"].min()) for e, r in minima.items()},
                             125.64e9 * (1 + slack.RTOL))
     probed = generate_all(w, a, objectives=("energy",), budgets=budgets, progress=False, split=False,
-                          max_size=slack.PROBE)
+                          max_size=slack.PROBE, max_waiting=slack.PROBE_WAITING)
     assert {e for e, r in probed.items() if r[2].complete} == {"I", "QK_softmax", "FFA", "FFB"}
-    assert all(r[2].stopped_by == SIZE_LIMIT for r in probed.values() if not r[2].complete)
+    assert all(r[2].stopped_by == WAITING_LIMIT for r in probed.values() if not r[2].complete)
