@@ -366,8 +366,8 @@ class SlackTables:
 PROBE = 3200
 # keys waiting at once (`pmapgen.prefixes._Search.run`): a probe search with more is cut too, as
 # wide. At gpt3 batch 1 the four that complete hold at most 398 (FFA; within the latency floors
-# 235), while V, QK, AV and Z pass 500 at a fifth to a half of the size (energy set) and a third
-# to all of it (floors) at which PROBE cuts them, 20 s of the probe's 26 s of CPU on those four
+# 235), while V, QK, AV and Z pass 500 at a fifth to under a third of the size (energy set) and a
+# third to all of it (floors) at which PROBE cuts them: 20 s of the probe's 26 s of CPU on those four
 # (docs/pmapgen.md, "A probe by breadth"). A heuristic: a wide search completed would cost time
 # only, since each Einsum the probe cuts is keyed
 PROBE_WAITING = 500

@@ -413,8 +413,8 @@ class _Search:
         keys waiting are a search's breadth, a sign (not a bound) that it is large: at gpt3
         batch 1 the uniform searches that complete hold at most 398 keys waiting, the others
         pass 500 in a fraction of the time their size takes to pass the probe's
-        (`ffm.slack.PROBE_WAITING`). `root`: only from that root (an index into `templates.roots`;
-        `search_part`). Keys reached first spill past `SPILL_AT` of `max_rows`
+        (`ffm.slack.PROBE_WAITING`). `root`: only from that root (an index into
+        `templates.roots`; `search_part`). Keys reached first spill past `SPILL_AT` of `max_rows`
         (`key_order.Reached.pop`): a key processed twice extends each row once, and prunes
         within each batch, which drops only rows a whole-key prune would."""
         for i, (prefix, move) in enumerate(roots(self.sp, self.w)):
