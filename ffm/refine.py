@@ -132,7 +132,7 @@ def _join_energy(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch
 
 
 def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame], wildcards, einsum: str,
-                limit: float) -> dict[tuple, float]:
+                limit: float, readers: bool = False) -> dict[tuple, float]:
     """{key: R}: for each key (((tensor, c_T), ...) sorted) the Einsums that are not
     `wildcards` can give `einsum`'s inputs, a lower bound R on their energy when they do,
     where below `limit`.
@@ -142,13 +142,21 @@ def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame],
     the least of the join over the Einsums after it. Each of the two is a valid mapping of
     its own sub-workload, so the sum bounds the rest's join, and tags multiply only the
     first join's rows (joined whole, the rest kept 4.7 GB of tagged rows at batch 1; split,
-    its least is 121.356 mJ where the whole one's is 121.389)."""
+    its least is 121.356 mJ where the whole one's is 121.389).
+
+    With `readers`, the split comes after the last Einsum reading a tagged input too: such
+    an Einsum gives the input the same c_T (DESIGN §6), so joined before the split it counts
+    at its least at the key, not at its least anywhere (at gpt3, Q's rest holds V and K,
+    which read I, at their least with I's c_T; `ffm.slack.siblings`)."""
     rest = [e for e in workload.einsum_names if e not in wildcards]
     tagged = sorted(tagged_tensors(workload, wildcards, einsum).items())
     if not tagged:
         energy = _join_energy(tables, workload, arch, rest)
         return {(): energy} if energy < limit else {}
     last = max(rest.index(user) for _, user in tagged)
+    if readers:
+        inputs = {t for t, _ in tagged}
+        last = max([last] + [k for k, x in enumerate(rest) if inputs & {u.tensor for u in workload.einsum(x).inputs}])
     first, after = rest[:last + 1], rest[last + 1:]
     tail = _join_energy(tables, workload, arch, after)
     if any(not len(tables[e]) for e in first) or tail >= limit:

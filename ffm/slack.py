@@ -37,7 +37,7 @@ import pandas as pd
 
 from arch.model import Arch
 from ffm.latency_bound import einsum_latency_floor
-from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, within_betas
+from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, tagged_tensors, within_betas
 from pmapgen import Constraints, Stats
 from pmapgen.all_einsums import STOP, Job, generate_all, merge_parts, rename, run_searches, signature, union
 from pmapgen.constraints import with_latency
@@ -78,6 +78,49 @@ def producer_keys(workload: Workload, tables: dict[str, pd.DataFrame], einsum: s
         producer = workload.producer(u.tensor)
         if producer in tables:
             out[u.tensor] = tuple(sorted({dict(key[0])[u.tensor] for key in tables[producer]["compat"]}, key=repr))
+    return out
+
+
+def siblings(workload: Workload, free, einsum: str, constraints: dict[str, Constraints] | None,
+             among=None) -> tuple[str, ...]:
+    """The Einsums of `among` (default `free`) besides `einsum` that are identical to it up to names (the same
+    `pmapgen.all_einsums.signature`, their constraints included) and read each of its tagged
+    inputs (`ffm.refine.tagged_tensors`: those whose producer is searched) in the same place.
+    In a mapping each gives those tensors the c_T `einsum` gives them (DESIGN §6), so each
+    costs at least `einsum`'s least energy at that key (at gpt3: K and Q for V, all reading I)."""
+    tagged = tagged_tensors(workload, free, einsum)
+    if not tagged:
+        return ()
+    c = constraints or {}
+    sig = signature(einsum, workload, c.get(einsum))
+    place = {u.tensor: k for k, u in enumerate(workload.einsum(einsum).tensor_uses)}
+    out = []
+    for f in free if among is None else among:
+        uses = [u.tensor for u in workload.einsum(f).tensor_uses]
+        if f != einsum and all(place[t] < len(uses) and uses[place[t]] == t for t in tagged) \
+                and signature(f, workload, c.get(f)) == sig:
+            out.append(f)
+    return tuple(out)
+
+
+def sibling_betas(betas: dict[tuple, float], first: dict[tuple, float], floors: dict,
+                  minima: list[float]) -> dict[tuple, float]:
+    """The keyed budgets `betas` ({key c: β(c)}) of an Einsum e with siblings (`siblings`)
+    of minima `minima`, tightened by e's least energy m(c) at each key.
+
+    In a mapping of energy at most U giving e's inputs c, each sibling gives them c too and
+    costs at least max(m_f, m(c)), where β(c) counted it at its minimum m_f; so e's pmapping
+    there costs at most β(c) - Σ_f max(0, m(c) - m_f), and, costing at least m(c), only if
+    m(c) <= (β(c) + Σ_f m_f) / (n + 1), `first`. `floors` is the search within `first`
+    (`search_keys`' floors): None where e has no pmapping at c within it, so c is left out;
+    else (m(c), complete), or a lower bound on m(c) if that search was cut short, which
+    bounds as well."""
+    out = {}
+    for k, beta in betas.items():
+        got = floors.get(k)
+        if got is None or got[0] > first[k] * (1 + RTOL):
+            continue
+        out[k] = beta - sum(max(0.0, got[0] - m) for m in minima)
     return out
 
 
@@ -397,7 +440,13 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     Einsums (V, K, Q) share their searches (`generate_all`, `search_keys`' `searched`).
     Keys sharing their backing levels are searched as one group from `by_backing` per
     tagged tensor (`search_keys`), each key held to its own β in that search
-    (`pmapgen.key_budgets`)."""
+    (`pmapgen.key_budgets`). An Einsum with free siblings (`siblings`: at gpt3, V with K and Q,
+    all reading I) is first searched within (β + Σ m_f) / (n + 1) per key, which finds its
+    least energy at every key it could use, and then within β tightened by it
+    (`sibling_betas`: at gpt3 batch 1, V's 669 keys become 2 and its searches take a third
+    of the CPU); each rest joins the searched Einsums reading the tagged inputs at the key
+    (`rest_by_key`'s `readers`), so K's and Q's budgets count V (and K) at its least there,
+    and the searches of siblings, one per backing group, answer each other's."""
     names = workload.einsum_names
     limit = bound * (1 + RTOL)
     first = names if uniform is None else tuple(uniform)
@@ -425,20 +474,33 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         start = time.perf_counter()
         free = tuple(x for x in names if x not in tables)  # e, the Einsums after it, and any cut short
         later = sum(minima[x] for x in free if x != e)
-        rests = rest_by_key(workload, arch, tables, free, e, limit - later - minima[e] * (1 - RTOL))
+        rests = rest_by_key(workload, arch, tables, free, e, limit - later - minima[e] * (1 - RTOL), readers=True)
         rest_seconds[e] = time.perf_counter() - start
         betas = {k: limit - r - later for k, r in rests.items()}
-        keys[e], held[e] = len(betas), betas
+        keys[e] = len(betas)
+        twins = siblings(workload, free, e, constraints)
+        # one search per backing group, however few its keys: the searches of siblings keyed alike answer each other's
+        grouping = 0 if siblings(workload, free, e, constraints, among=names) else by_backing
+        explored = evaluated = searches[e] = 0
+        if twins and betas:
+            low = [minima[f] for f in twins]
+            first = {k: (b + sum(low)) / (len(low) + 1) for k, b in betas.items()}
+            ks = search_keys(e, first, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
+                             deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}, least per key",
+                             max_rows=max_rows, by_backing=grouping, own_budgets=True)
+            betas = sibling_betas(betas, first, ks.floors, low)
+            explored, evaluated, searches[e] = ks.explored, ks.evaluated, ks.searches
+        held[e] = betas
         ks = search_keys(e, betas, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
                          deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}",
-                         max_rows=max_rows, by_backing=by_backing, own_budgets=True)
-        searches[e] = ks.searches
+                         max_rows=max_rows, by_backing=grouping, own_budgets=True) if betas else None
+        searches[e] += ks.searches if ks else 0
         parts = [{e: (table[within_betas(table, betas)], templates, stats)}
-                 for table, templates, stats in ks.results.values() if len(table)]
+                 for table, templates, stats in (ks.results.values() if ks else ()) if len(table)]
         table, templates, _ = union(*parts)[e] if parts else (pd.DataFrame(), [], None)
-        complete = not ks.cut
-        stats = Stats(ks.explored, ks.evaluated, len(table), complete, time.perf_counter() - start,
-                      budget=max(betas.values(), default=-math.inf))
+        complete = not (ks and ks.cut)
+        stats = Stats(explored + (ks.explored if ks else 0), evaluated + (ks.evaluated if ks else 0), len(table),
+                      complete, time.perf_counter() - start, budget=max(betas.values(), default=-math.inf))
         results[e] = (table, templates, stats)
         if complete:
             tables[e] = table

@@ -12,9 +12,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import workloads
+
 from ffm.refine import BACKING_GROUP_FROM
 from ffm.search import search
-from ffm.slack import latency_slack_budgets, latency_slack_tables, producer_keys, slack_budgets, slack_tables
+from ffm.slack import (latency_slack_budgets, latency_slack_tables, producer_keys, sibling_betas, siblings, slack_budgets,
+                       slack_tables)
 from pmapgen import Constraints, generate, generate_all, prefixes
 from pmapgen.prefixes import part_backings
 from tests.test_pmapgen import frontier
@@ -145,6 +148,59 @@ def test_keyed_slack_tables_hold_every_pmapping_of_every_mapping_within_the_boun
 @given(problems(sizes=(2, 3, 4)), st.integers(0, 10**6))
 def test_keyed_slack_tables_hold_every_pmapping_of_every_mapping_within_the_bound_long(problem, pick):
     check_keyed_slack(*problem, pick=pick)
+
+
+@st.composite
+def sibling_problems(draw):
+    """X[m,a] = I[m,a] read by two or three identical Einsums (matmuls Yk[m,b] = X[m,a] *
+    Wk[a,b], or copies), maybe joined after (U = Y0 * Y1), on a `problems` arch: gpt3's V, K
+    and Q reading I, then QK reading two of them (`ffm.slack.siblings`)."""
+    _, a = draw(problems(max_levels=2, must_keep=False))
+    n, mm = draw(st.sampled_from([2, 3])), draw(st.booleans())
+    out = "m,b" if mm else "m,a"
+    einsums = ["X[m,a] = I[m,a]"] + [f"Y{k}[{out}] = X[m,a] * W{k}[a,b]" if mm else f"Y{k}[{out}] = X[m,a]"
+                                     for k in range(n)]
+    if draw(st.booleans()):
+        einsums.append(f"U[{out}] = Y0[{out}] * Y1[{out}]")
+    sizes = {"m": draw(st.sampled_from([2, 3])), "a": draw(st.sampled_from([2, 3])), "b": 2}
+    return workloads.load({"name": "siblings", "rank_sizes": {r: v for r, v in sizes.items() if mm or r != "b"},
+                           "bits": 8, "einsums": einsums}), a
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(sibling_problems(), st.integers(0, 10**6))
+def test_keyed_slack_tables_with_identical_readers_hold_every_pmapping_within_the_bound(problem, pick):
+    check_keyed_slack(*problem, pick=pick)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(sibling_problems(), st.integers(0, 10**6))
+def test_keyed_slack_tables_with_identical_readers_hold_every_pmapping_within_the_bound_long(problem, pick):
+    check_keyed_slack(*problem, pick=pick)
+
+
+def test_the_siblings_of_v_are_k_and_q_and_then_of_k_q():
+    """gpt3's V, K and Q read I in the same place and are identical up to names; QK, reading
+    Q and K, has none (and no Einsum has any while I, their input's producer, is free)."""
+    w = workloads.load("gpt3", batch=1, seq_len=2048)
+    free = [e for e in w.einsum_names if e != "I"]
+    assert siblings(w, free, "V", None) == ("K", "Q")
+    assert siblings(w, [e for e in free if e != "V"], "K", None) == ("Q",)
+    assert siblings(w, free, "K", None, among=w.einsum_names) == ("V", "Q")
+    assert siblings(w, free, "QK", None) == ()
+    assert siblings(w, w.einsum_names, "V", None) == ()
+
+
+def test_sibling_betas_tighten_by_the_least_per_key_and_drop_keys_with_none_within_the_first_pass():
+    """Two siblings of minimum 10: at a key where e's least is 12, each costs 2 more than
+    β counted it, so β 40 becomes 36; a key with no row within the first pass's budget
+    ((β + 20) / 3), or a cut search's lower bound above it, is left out; a least at the
+    minimum leaves β as it was."""
+    betas = {"a": 40.0, "b": 40.0, "c": 40.0, "d": 25.0, "e": 40.0}
+    first = {k: (b + 20.0) / 3 for k, b in betas.items()}  # a, b, c, e: 20; d: 15
+    floors = {"a": (12.0, True), "b": None, "c": (10.0, True), "d": (15.5, False), "e": (19.0, False)}
+    assert sibling_betas(betas, first, floors, [10.0, 10.0]) == {"a": 36.0, "c": 40.0, "e": 22.0}
 
 
 def check_latency_chain(workload, arch, pick: int):
