@@ -19,6 +19,12 @@ other Einsums cost in M, and each of those costs at least its minimum m_o:
   (`ffm.refine.search_keys`) holds it or a row dominating it. The rows kept are those
   within their own key's β, so e's table dominates M's pmapping too, which carries the
   induction on.
+- **siblings** (`siblings`, `sibling_betas`): an Einsum f not yet searched that is identical
+  to e up to names and reads e's tagged inputs in the same place gives them the same c in
+  M, so it costs at least m_e(c), e's least energy at c, not only its minimum m_f: β_e(c)
+  drops by Σ_f (m_e(c) - m_f), and a key where m_e(c) is above (β_e(c) + Σ_f m_f) / (n + 1)
+  gives e nothing (a search within that finds m_e(c) wherever it is below). Once searched,
+  such readers join R_e(c) at the key (`rest_by_key`'s `readers`).
 
 The keyed budgets are far tighter: the Einsums already searched count at what they cost
 together at the key they give (FFA and FFB together cost 1.40 mJ more than their minima at
