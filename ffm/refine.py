@@ -326,14 +326,14 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     searched = {} if searched is None else searched
     held: dict = {}  # group -> {key: β} its search holds each key to (`own_budgets`)
 
-    def keyed(group: tuple) -> Constraints:  # a c_T without loops (`backing_group`) fixes only the level
+    def keyed(group: tuple, budgets: bool = True) -> Constraints:  # a c_T without loops (`backing_group`): the level
         fixed = {t: ct for t, ct in group if ct[1] is not None}
         levels = {t: (ct[0],) for t, ct in group if ct[1] is None}
         return replace(base, tensor_keys={**base.tensor_keys, **fixed}, backing={**base.backing, **levels},
-                       key_budgets=KeyBudgets.of(held[group]) if group in held else None)
+                       key_budgets=KeyBudgets.of(held[group]) if budgets and group in held else None)
 
     def sig_of(group: tuple) -> tuple:  # what `searched` files a search under: its budgets go with it
-        return signature(e, workload, replace(keyed(group), key_budgets=None))
+        return signature(e, workload, keyed(group, budgets=False))
 
     def need(group: tuple) -> dict:  # {key: β} a search must cover to answer `group`
         return held.get(group) or {k: betas[k] for k in groups[group]}

@@ -16,8 +16,8 @@ import workloads
 
 from ffm.refine import BACKING_GROUP_FROM
 from ffm.search import search
-from ffm.slack import (latency_slack_budgets, latency_slack_tables, producer_keys, sibling_betas, siblings, slack_budgets,
-                       slack_tables)
+from ffm.slack import (latency_slack_budgets, latency_slack_tables, producer_keys, sibling_betas, siblings,
+                       slack_budgets, slack_tables)
 from pmapgen import Constraints, generate, generate_all, prefixes
 from pmapgen.prefixes import part_backings
 from tests.test_pmapgen import frontier
