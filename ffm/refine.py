@@ -207,6 +207,10 @@ KEY_ALL_UP_TO = 20000  # keys a wildcard is searched at one by one; past it, gro
 # against 8.44 s, and QK by Q in the GlobalBuffer and K in the LocalBuffer, 182 keys 1.90 s
 # against 2.69 s: few keys fix many loops each, and their searches are quick
 BACKING_GROUP_FROM = 150
+# sub-parts (by fused structure: `pmapgen.prefixes._Search.run`'s `sub`) of each root of a search that fixes no
+# loop (`_fixed_loops`): at batch 1 one root of V's (I and V in the GlobalBuffer) took 18 s alone while the other
+# core idled 7 s, and one of QK's 8 s beside 2 s of the rest (docs/pmapgen.md, "Sub-parts")
+SUB_PARTS = 8
 
 
 def backing_group(key: tuple) -> tuple:
@@ -474,12 +478,14 @@ def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, prog
     if not jobs:
         return {}
     jobs = sorted(jobs, key=lambda job: _fixed_loops(job[0][1]))  # stable: by β within
+    subs = {key: _sub_parts(key[1], args) for key, args in jobs}
     mine = {sigs[key]: (_bound(args), threading.Event()) for key, args in jobs}
     mine = {sig: held for sig, held in mine.items() if sig not in _RUNNING}
     _RUNNING.update(mine)
     try:
         ran = split_searches(jobs, workers, progress, desc, deadline=deadline,
-                             split=None if split else (lambda key: _fixed_loops(key[1]) == 0), kept=kept)
+                             split=None if split else (lambda key: _fixed_loops(key[1]) == 0), kept=kept,
+                             sub_parts=lambda key: subs[key])
         for key, args in jobs:
             if key in ran and ran[key][2].complete:
                 searched[sigs[key]] = (_bound(args), key[0], ran[key])
@@ -488,6 +494,20 @@ def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, prog
             _RUNNING.pop(sig, None)
             done.set()
     return ran
+
+
+def _sub_parts(group: tuple, job: Job) -> int:
+    """How many sub-parts each root of a keyed search is split into (`SUB_PARTS`, or 1):
+    only a search that fixes no loop (the longest) and holds every tagged input at most at
+    the outermost on-chip level. A sub-part repeats the search down to where the fused
+    structure is final, which an input held deeper keeps open: at batch 1, split in 8,
+    AV's parts with QK_softmax in the LocalBuffer took 2.3 to 4.8 times their CPU, those
+    with every tagged input in the GlobalBuffer 1.03 to 1.35 times (docs/pmapgen.md, "Sub-parts")."""
+    if _fixed_loops(group):
+        return 1
+    arch, einsum = job.arch, job.workload.einsum(job.einsum)
+    outer = {m.name for u in arch.computes_for(einsum) for m in arch.path(u.name)[:2]}
+    return SUB_PARTS if all(level in outer for _, (level, _) in group) else 1
 
 
 def _fixed_loops(group: tuple) -> int:

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from arch.model import Arch
 from pmapgen.allocator import WORKER_THRESHOLD, mmap_threshold
 from pmapgen.constraints import Constraints
-from pmapgen.generate import OBJECTIVES, TIME_LIMIT, Stats, generate, result
+from pmapgen.generate import OBJECTIVES, TIME_LIMIT, Stats, generate, prune_table, result
 from pmapgen.prefixes import (energy_lower_bound, generate_by_prefixes, generate_by_rising_budgets, part_count,
                                part_floor, search_part)
 from pmapgen.templates import Template, relabeled
@@ -85,9 +85,10 @@ class Job(NamedTuple):
     """One search of `run_searches` (run by `_search`, in a worker): an Einsum's pmapgen
     within its constraints, objectives, limits and energy `budget` (pJ; None: none),
     rising from its floor if `rising` (`generate_by_rising_budgets`), or only root `part`
-    of a budgeted prefix search (`split_searches`). The limits: `time_limit` seconds,
-    `max_rows` waiting rows, `max_size` (`pmapgen.prefixes.size`) and `max_waiting` keys
-    waiting (`pmapgen.prefixes._Search.run`)."""
+    of a budgeted prefix search (`split_searches`), or only its sub-part `sub` = (j, m)
+    (`pmapgen.prefixes._Search.run`). The limits: `time_limit` seconds, `max_rows`
+    waiting rows, `max_size` (`pmapgen.prefixes.size`) and `max_waiting` keys waiting
+    (`pmapgen.prefixes._Search.run`)."""
     einsum: str
     workload: Workload
     arch: Arch
@@ -100,6 +101,7 @@ class Job(NamedTuple):
     max_size: int | None = None
     part: int | None = None
     max_waiting: int | None = None
+    sub: tuple[int, int] | None = None
 
 
 def _search(j: Job) -> tuple:
@@ -108,7 +110,7 @@ def _search(j: Job) -> tuple:
     the parts')."""
     if j.part is not None:
         return generate_by_prefixes(j.einsum, j.workload, j.arch, j.constraints, j.objectives, j.time_limit, j.budget,
-                                    j.max_rows, j.part, j.max_size, j.max_waiting)
+                                    j.max_rows, j.part, j.max_size, j.max_waiting, j.sub)
     if j.budget is not None and j.rising:
         return generate_by_rising_budgets(j.einsum, j.workload, j.arch, j.budget, j.constraints, j.objectives,
                                           j.time_limit, j.max_rows)
@@ -351,7 +353,8 @@ def generate_all(workload: Workload, arch: Arch, constraints: dict[str, Constrai
 def split_searches(jobs: list[tuple[Hashable, Job]], workers: int | None, progress: bool, desc: str,
                    stop_when_incomplete: bool = False, deadline: float | None = None,
                    split: Callable[[Hashable], bool] | None = None, kept: Workers | None = None,
-                   costs: dict[Hashable, tuple[int, ...]] | None = None) -> dict:
+                   costs: dict[Hashable, tuple[int, ...]] | None = None,
+                   sub_parts: Callable[[Hashable], int] | None = None) -> dict:
     """`run_searches` for budgeted prefix searches, each split into its parts (one per
     root: `pmapgen.prefixes.search_part`) so that the parts of one long search share the
     cores: a raise of the energy proof is often one Einsum, and one process searching it
@@ -373,9 +376,14 @@ def split_searches(jobs: list[tuple[Hashable, Job]], workers: int | None, progre
     first raise at batch 1 started its longest part last and ran it alone for 2 s. Across
     the jobs, a long part cut short by the time limit kept the other jobs' parts from
     starting under `stop_when_incomplete`, which changed the batch-64 proof (docs/mapper.md,
-    "Step 29" and "Step 30")."""
+    "Step 29" and "Step 30").
+
+    `sub_parts(key)` > 1 splits each part of that job further, into that many sub-parts by
+    compatibility group (`pmapgen.prefixes._Search.run`'s `sub`), merged back per part
+    (`merge_subparts`): for the few long parts that would run alone on one core while the
+    others idle (docs/pmapgen.md, "Sub-parts")."""
     n_workers = kept.workers if kept is not None else workers or max(1, os.cpu_count() or 1)
-    parts, count = [], {}
+    parts, count, subs = [], {}, {}
     for e, job in jobs:
         if split is not None and not split(e):
             parts.append((e, job))
@@ -383,7 +391,9 @@ def split_searches(jobs: list[tuple[Hashable, Job]], workers: int | None, progre
         count[e] = part_count(job.einsum, job.workload, job.arch, job.constraints)
         given = (costs or {}).get(e, ())
         ordered = sorted(range(count[e]), key=lambda i: -given[i]) if len(given) == count[e] else range(count[e])
-        parts += [((e, i), job._replace(part=i)) for i in ordered]
+        subs[e] = m = 1 if sub_parts is None else sub_parts(e)
+        parts += [((e, i), job._replace(part=i)) for i in ordered] if m == 1 else \
+            [((e, i, j), job._replace(part=i, sub=(j, m))) for i in ordered for j in range(m)]
     limit = jobs[0][1].time_limit if jobs else None
     if limit is not None:
         own = time.perf_counter() + limit * math.ceil(len(jobs) / n_workers)
@@ -396,11 +406,53 @@ def split_searches(jobs: list[tuple[Hashable, Job]], workers: int | None, progre
             if e in ran:
                 out[e] = ran[e]
             continue
-        got = [ran.get((e, i)) for i in range(count[e])]
+        got = [ran.get((e, i)) if subs[e] == 1 else
+               merge_subparts(args, i, [ran.get((e, i, j)) for j in range(subs[e])]) for i in range(count[e])]
         cut = any(r is not None and not r[2].complete for r in got)
         if cut or all(r is not None for r in got):
             out[e] = merge_parts(args, got)
     return out
+
+
+def merge_subparts(args: Job, part: int, got: list) -> tuple[pd.DataFrame, list[Template], Stats] | None:
+    """Part `part`'s (table, templates, Stats) from its sub-parts' (`split_searches`), None
+    for a sub-part not started (None if none started): their tables one after the other,
+    each `template` column shifted past the templates before it, pruned together within
+    each compatibility group (`pmapgen.generate.prune_table`: sub-parts own fused
+    structures, and a compatibility group is a structure's up to the order of its loops,
+    so the prune of one search holds). A sub-part cut short or not started leaves
+    the part incomplete (bounded below by the least of its sub-parts' bounds, and by the
+    part's floor for those not started)."""
+    if all(r is None for r in got):
+        return None
+    einsum, workload, arch, objectives, budget = args.einsum, args.workload, args.arch, args.objectives, args.budget
+    begin = time.perf_counter()
+    ran = [r for r in got if r is not None]
+    stats = [st for _, _, st in ran]
+    explored, evaluated = sum(st.templates for st in stats), sum(st.tile_shapes for st in stats)
+    seconds = sum(st.seconds for st in stats)
+    low, cut_floor = min(st.lower_bound for st in stats), min(st.cut_floor for st in stats)
+    stopped_by = next((st.stopped_by for st in stats if st.stopped_by), "") or \
+        (TIME_LIMIT if len(ran) < len(got) else "")
+    if stopped_by:
+        if len(ran) < len(got):
+            low = min(low, part_floor(einsum, workload, arch, args.constraints, part))
+        table, _, st = result(einsum, [], workload, arch, objectives, explored, evaluated, stopped_by, begin,
+                              low if budget is None else min(low, budget), budget, args.constraints)
+        return table, [], replace(st, seconds=seconds + st.seconds, cut_floor=cut_floor)
+    tables, templates = [], []
+    for table, sub_templates, _ in ran:
+        if sub_templates:  # (a sub-part that kept no row gives `result`'s empty frame)
+            tables.append(table.assign(template=table["template"] + len(templates)))
+        templates += sub_templates
+    if not tables:
+        table = ran[0][0]
+    else:
+        columns = list(dict.fromkeys(c for t in tables for c in t.columns))
+        table = prune_table(pd.concat([t for t in tables if len(t)] or tables[:1], ignore_index=True)
+                            .reindex(columns=columns), objectives)
+    return table, templates, Stats(explored, evaluated, len(table), True, seconds + time.perf_counter() - begin, low,
+                                   budget, "", any(st.budget_cut for st in stats), cut_floor=cut_floor)
 
 
 def merge_parts(args: Job, got: list) -> tuple[pd.DataFrame, list[Template], Stats]:

@@ -258,6 +258,22 @@ def prune_across_templates(kept: list[Rows], workload: Workload, arch: Arch, obj
     return [r.take(keep[bounds[i]:bounds[i + 1]]) for i, r in enumerate(kept)]
 
 
+def prune_table(table: pd.DataFrame, objectives=OBJECTIVES) -> pd.DataFrame:
+    """A table's rows cut to the frontier of their compatibility group (`compat`) on their
+    reservations and `objectives`, as `prune_across_templates` cuts rows (a reservation a
+    row's template lacks, NaN in the table, counts as inf; of equal rows the first is kept):
+    the tables of sub-parts of one search, each pruned alone (`pmapgen.all_einsums.merge_subparts`)."""
+    if len(table) < 2:
+        return table
+    res = [c for c in table.columns if c.startswith("res:")]
+    x = table[res + list(objectives)].to_numpy(dtype=np.float64, copy=True)
+    x[np.isnan(x)] = np.inf
+    ids: dict = {}
+    labels = np.fromiter((ids.setdefault(c, len(ids)) for c in table["compat"]), np.int64, len(table))
+    keep = pareto_mask(x, labels)
+    return table if keep.all() else table[keep].reset_index(drop=True)
+
+
 def generate(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
              objectives=OBJECTIVES, time_limit: float | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
     """All Pareto-optimal pmappings of `einsum` (per compatibility group), with the

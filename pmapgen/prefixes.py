@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, replace
+import zlib
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from functools import lru_cache
 
 import numba
@@ -364,6 +365,9 @@ class _Search:
         self.stats = Stats()
         self._root_of: dict = {}  # Key -> the root its rows came from (keys of two roots differ: `search_part`)
         self._root = 0  # the root of the key being processed
+        self._sub: tuple[int, int] | None = None  # (j, m): sub-part j of m (`run`)
+        self._from_open = False  # the fused structure of the key being processed is still open (F unknown)
+        self._owners: dict = {}  # (fused structure, F) -> `_owner`
         # the floor's plans are cached per floor (`pmapgen.bounds._plan`): one floor per space and rank sizes
         floor_key = (self._space_key, tuple(workload.rank_sizes[r] for r in self.e.rank_variables))
         self.floor = _SHARED_FLOORS.get(floor_key)
@@ -406,7 +410,7 @@ class _Search:
 
     # ---- the search ----------------------------------------------------------------------
     def run(self, deadline: float | None, root: int | None = None, max_size: int | None = None,
-            max_waiting: int | None = None) -> str:
+            max_waiting: int | None = None, sub: tuple[int, int] | None = None) -> str:
         """Search to the end (""), or until the deadline (TIME_LIMIT), more than `max_rows`
         waiting rows (ROW_LIMIT), a `size` over `max_size` (SIZE_LIMIT) or more than
         `max_waiting` keys waiting at once (WAITING_LIMIT) stop it: the limit that did. The
@@ -416,7 +420,18 @@ class _Search:
         (`ffm.slack.PROBE_WAITING`). `root`: only from that root (an index into
         `templates.roots`; `search_part`). Keys reached first spill past `SPILL_AT` of `max_rows`
         (`key_order.Reached.pop`): a key processed twice extends each row once, and prunes
-        within each batch, which drops only rows a whole-key prune would."""
+        within each batch, which drops only rows a whole-key prune would.
+
+        `sub` = (j, m): sub-part j of m of the root's search. A row's fused structure is final
+        once F is (`Key.depth_f`), and rows of two structures never meet at a key after
+        that: sub-part j keeps only the rows whose structure is final at a structure it
+        owns (`_owner`). So past that point each sub-part searches its own compatibility
+        groups whole (their incumbents too), before it every sub-part searches all, and the
+        sub-parts' results pruned together are the whole search's
+        (`pmapgen.all_einsums.merge_subparts`). A root whose F is known from the start is
+        one group: sub-part 0 searches it."""
+        assert sub is None or root is not None, "a sub-part is of one root"
+        self._sub = sub
         for i, (prefix, move) in enumerate(roots(self.sp, self.w)):
             self.stats.roots.append(0)
             if root is not None and i != root:
@@ -427,9 +442,12 @@ class _Search:
             sid = self._sid(tuple((t, backing[t]) for t in self.shared))
             cols["sid"] = np.array([sid], dtype=np.int64)
             key = Key(prefix, self._multisets[sid], None if prefix.shared_onchip else 0, ())
+            if sub is not None and key.depth_f is not None and sub[0] != 0:  # one group from the root: sub-part 0's
+                continue
             lifetimes = {t: 0 for t in self.e.tensors}
             self.records.append(Record([(None, Move(()))], np.zeros(1, np.int64), np.zeros(1, np.int64),
                                        np.zeros((1, 0), np.int64)))
+            self._from_open = key.depth_f is None
             self._emit_storage(len(self.records) - 1, key, move, cols, lifetimes, root=True)
         spill_at = None if self.max_rows is None or self.order.reached is None else self.max_rows * SPILL_AT
         while self.order:
@@ -481,6 +499,9 @@ class _Search:
                 cols, tiles, n = _rows(cols, keep), tiles[keep], int(keep.sum())
         if not n:
             return
+        if self._sub is not None and self._from_open and key.depth_f is not None and \
+                self._owner(key) != self._sub[0]:
+            return
         self.stats.rows += n
         if self.keyed:
             cols, tiles, n = self._within_key(key, cols, tiles)
@@ -527,6 +548,16 @@ class _Search:
         if len(waiting.parts) > 1 and (held := sum(len(p["batch"]) for p in waiting.parts)) > MERGE_ROWS:
             waiting.parts = [_compact(self._prune(key, _concat(waiting.parts)), narrow)]
             self.waiting_rows += len(waiting.parts[0]["batch"]) - held
+
+    def _owner(self, key: Key) -> int:
+        """The sub-part (of `_sub`'s m) that owns a key whose fused structure is final: a
+        function of that structure alone (a CRC of its canonical form, the same in every
+        process: hashes of strings, and so the order of frozensets, differ between them)."""
+        group = (key.fused, key.depth_f)
+        out = self._owners.get(group)
+        if out is None:
+            out = self._owners[group] = zlib.crc32(repr(_canonical(group)).encode()) % self._sub[1]
+        return out
 
     def _continues(self, key: Key, cols: dict, n: int) -> np.ndarray | None:
         """Per row pushed to `key` (not done), whether it may have a child: some loop move
@@ -718,6 +749,7 @@ class _Search:
         self.waiting_rows -= sum(len(p["batch"]) for p in waiting.parts)
         self.stats.prefixes += 1
         self._root = self._root_of.pop(key)
+        self._from_open = key.depth_f is None
         self.stats.roots[self._root] += 1
         cols = self._merged(key, waiting)
         n = len(cols["batch"])
@@ -1566,6 +1598,20 @@ class _Search:
         return out
 
 
+def _canonical(v):
+    """`v` with every set sorted (by repr) and every dataclass as its fields: a value whose
+    repr is the same in every process (`_Search._owner`)."""
+    if isinstance(v, (set, frozenset)):
+        return ("set", tuple(sorted((_canonical(x) for x in v), key=repr)))
+    if isinstance(v, tuple):
+        return tuple(_canonical(x) for x in v)
+    if isinstance(v, dict):
+        return ("dict", tuple(sorted(((_canonical(k), _canonical(x)) for k, x in v.items()), key=repr)))
+    if is_dataclass(v) and not isinstance(v, type):
+        return (type(v).__name__, tuple(_canonical(getattr(v, f.name)) for f in fields(v)))
+    return v
+
+
 def block_set(block: tuple) -> tuple:
     """A block of temporal loops as a key holds it (`BLOCK_SETS`): its rank variables but
     the last in name order, then the last."""
@@ -1699,7 +1745,8 @@ def _bounds(extent: int, allowed: tuple | None) -> tuple[int, ...]:
 def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
                          objectives=("energy", "latency"), time_limit: float | None = None,
                          budget: float | None = None, max_rows: int | None = None, part: int | None = None,
-                         max_size: int | None = None, max_waiting: int | None = None):
+                         max_size: int | None = None, max_waiting: int | None = None,
+                         sub: tuple[int, int] | None = None):
     """`pmapgen.generate`'s result (table, templates, Stats) computed by the prefix search,
     or by its part `part` alone (`search_part`: a worker's share of a split search).
 
@@ -1713,11 +1760,12 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
     partial rows than that wait at once: they are most of its memory (at batch 1, 48
     columns, about half of them held as one value per part: `_compact`). `max_size` stops it
     once its `size` (over all its compute units) is more than that, `max_waiting` once more
-    keys than that wait at once in one unit's search (`_Search.run`)."""
+    keys than that wait at once in one unit's search (`_Search.run`). `sub` = (j, m): only
+    sub-part j of m of part `part` (`_Search.run`)."""
     from pmapgen.generate import result
     begin = time.perf_counter()
     rows, st = search_part(einsum, workload, arch, constraints, objectives, time_limit, budget, max_rows, part,
-                           max_size, max_waiting)
+                           max_size, max_waiting, sub)
     table, templates, stats = result(einsum, rows, workload, arch, objectives, st.templates, st.tile_shapes,
                                      st.stopped_by, begin, st.lower_bound, budget, constraints)
     return table, templates, replace(stats, budget_cut=st.budget_cut, parts=st.parts, cut_floor=st.cut_floor)
@@ -1726,7 +1774,8 @@ def generate_by_prefixes(einsum: str, workload: Workload, arch: Arch, constraint
 def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constraints | None = None,
                 objectives=("energy", "latency"), time_limit: float | None = None, budget: float | None = None,
                 max_rows: int | None = None, part: int | None = None,
-                max_size: int | None = None, max_waiting: int | None = None) -> tuple[list, "Stats"]:
+                max_size: int | None = None, max_waiting: int | None = None,
+                sub: tuple[int, int] | None = None) -> tuple[list, "Stats"]:
     """The prefix search's kept rows (`generate.Rows`, before they are pruned across
     templates: `generate.result` does that) and its Stats (`kept` 0), from every root, or
     only from root `part` of the `parts` of `generate_by_prefixes` (`pmapgen.parts`).
@@ -1756,7 +1805,7 @@ def search_part(einsum: str, workload: Workload, arch: Arch, constraints: Constr
             low, cut, parts, cut_floor = min(low, boxes), cut or math.isfinite(boxes), None, min(cut_floor, boxes)
             continue
         search = _Search(einsum, workload, arch, unit.name, constraints or Constraints(), objectives, budget, max_rows)
-        stopped_by = search.run(deadline, root, None if max_size is None else max_size - done, max_waiting)
+        stopped_by = search.run(deadline, root, None if max_size is None else max_size - done, max_waiting, sub)
         n_prefixes, n_rows = n_prefixes + search.stats.prefixes, n_rows + search.stats.rows
         done += size(search.stats)
         parts = None if parts is None else parts + search.stats.roots

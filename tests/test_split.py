@@ -1,7 +1,9 @@
 """A budgeted prefix search split by root (`pmapgen.prefixes.search_part`, run in parallel by
 `pmapgen.all_einsums.split_searches`): its parts together keep exactly what the search keeps
 whole, mirrored Einsums included, and parts cut short or not started leave the Einsum
-incomplete with a lower bound at most its minimum."""
+incomplete with a lower bound at most its minimum. A part split further into sub-parts by
+fused structure (`pmapgen.prefixes._Search.run`'s `sub`, merged by
+`pmapgen.all_einsums.merge_subparts`) keeps what it keeps whole too."""
 from dataclasses import replace
 from unittest import mock
 
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 
 import pmapgen.all_einsums as all_einsums
 import pmapgen.prefixes as prefixes
-from pmapgen.all_einsums import Job, generate_all, merge_parts
+from pmapgen.all_einsums import Job, generate_all, merge_parts, merge_subparts
 from pmapgen.generate import TIME_LIMIT, generate
 from pmapgen.prefixes import generate_by_prefixes, part_count
 from tests.test_pmapgen import OBJECTIVES, TickingClock, frontier, kv_projections, small_problems
@@ -72,6 +74,90 @@ def test_a_mirrored_search_split_by_root_keeps_what_it_keeps_whole(problem, quan
 @given(mirrored_problems(max_levels=3), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([OBJECTIVES, ("energy",)]))
 def test_a_mirrored_search_split_by_root_keeps_what_it_keeps_whole_long(problem, quantile, objectives):
     parts_equal_whole(*problem, quantile, objectives)
+
+
+def subparts_equal_whole(w, a, quantile, objectives, m):
+    """Each root searched as m sub-parts and merged keeps the rows it keeps searched whole
+    (the enumeration's frontier within the budget), from the same lower bound; every
+    sub-part keeps only rows of its own fused structures, so the merge keeps no row twice."""
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=objectives)[0]
+        if full.empty:
+            continue
+        budget = float(np.quantile(full["energy"], quantile))
+        job = args(e, w, a, objectives, budget)
+        for i in range(part_count(e, w, a)):
+            whole = all_einsums._search(job._replace(part=i))
+            subs = [all_einsums._search(job._replace(part=i, sub=(j, m))) for j in range(m)]
+            table, templates, stats = merge_subparts(job, i, subs)
+            assert stats.complete and frontier(table, objectives) == frontier(whole[0], objectives), (e, i)
+            assert pmappings(table, templates) == pmappings(*whole[:2]), (e, i)
+            assert sum(len(t) for t, _, _ in subs) == len(table), (e, i)
+            assert stats.lower_bound == pytest.approx(whole[2].lower_bound, rel=1e-9), (e, i)
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([OBJECTIVES, ("energy",)]),
+       st.sampled_from([2, 3, 8]))
+def test_a_part_split_into_sub_parts_keeps_what_it_keeps_whole(problem, quantile, objectives, m):
+    subparts_equal_whole(*problem, quantile, objectives, m)
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(mirrored_problems(), st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([2, 8]))
+def test_a_mirrored_part_split_into_sub_parts_keeps_what_it_keeps_whole(problem, quantile, m):
+    """A sub-part adds the mirror images of its own structures' survivors, and no sub-part
+    searches an image: nothing is lost or doubled."""
+    subparts_equal_whole(*problem, quantile, ("energy",), m)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(st.one_of(small_problems(max_levels=3), mirrored_problems(max_levels=3)), st.sampled_from([0.0, 0.5, 1.0]),
+       st.sampled_from([OBJECTIVES, ("energy",)]), st.sampled_from([2, 3, 8]))
+def test_a_part_split_into_sub_parts_keeps_what_it_keeps_whole_long(problem, quantile, objectives, m):
+    subparts_equal_whole(*problem, quantile, objectives, m)
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(small_problems(max_levels=3), st.sampled_from([0.3, 1.0]), st.integers(0, 40), st.data())
+def test_sub_parts_cut_short_or_not_started_bound_the_minimum(problem, quantile, steps, data):
+    """Some sub-parts of a root cut by the time limit, some not started (None): the part is
+    empty and incomplete, bounded below by at most the least energy of its root's pmappings."""
+    w, a = problem
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("energy",))[0]
+        if full.empty:
+            continue
+        budget = float(np.quantile(full["energy"], quantile))
+        job = args(e, w, a, ("energy",), budget)
+        for i in range(part_count(e, w, a)):
+            whole = all_einsums._search(job._replace(part=i))
+            least = float(whole[0]["energy"].min()) if len(whole[0]) else np.inf
+            fates = data.draw(st.lists(st.sampled_from(["run", "cut", "none"]), min_size=3, max_size=3),
+                              label=f"{e} {i}")
+            got = []
+            for j, fate in enumerate(fates):
+                if fate == "none":
+                    got.append(None)
+                    continue
+                real = prefixes.time
+                prefixes.time = TickingClock()
+                try:
+                    got.append(all_einsums._search(args(e, w, a, ("energy",), budget, steps if fate == "cut" else None)
+                                                   ._replace(part=i, sub=(j, 3))))
+                finally:
+                    prefixes.time = real
+            merged = merge_subparts(job, i, got)
+            if all(f == "none" for f in fates):
+                assert merged is None
+                continue
+            table, _, stats = merged
+            if all(g is not None and g[2].complete for g in got):
+                assert stats.complete and frontier(table, ("energy",)) == frontier(whole[0], ("energy",)), (e, i)
+                continue
+            assert not stats.complete and table.empty and stats.stopped_by, (e, i)
+            assert stats.lower_bound <= least * (1 + 1e-9), (e, i)
 
 
 @settings(max_examples=10, **SETTINGS)
@@ -182,6 +268,30 @@ def test_only_the_searches_picked_are_split_and_every_one_keeps_what_it_keeps_wh
     with mock.patch.object(all_einsums, "run_searches", run_searches):
         got = all_einsums.split_searches(jobs, 1, False, "test", split=lambda key: key == "K")
     assert "K" not in ran_keys and ("K", 0) in ran_keys and "V" in ran_keys and ("V", 0) not in ran_keys
+    for e, job in jobs:
+        whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=job[6])
+        assert got[e][2].complete and pmappings(got[e][0], got[e][1]) == pmappings(*whole[:2]), e
+
+
+def test_split_searches_splits_the_parts_of_the_jobs_picked_into_sub_parts_and_merges_them():
+    """`split_searches(..., sub_parts=...)`: the parts of K become three sub-parts each, V's
+    stay whole, and both keep the rows the whole search keeps."""
+    w, a = kv_projections()
+    jobs = []
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("energy",))[0]
+        jobs.append((e, args(e, w, a, ("energy",), float(np.quantile(full["energy"], 0.5)))))
+    ran_keys = []
+    real = all_einsums.run_searches
+
+    def run_searches(parts, *rest, **kwargs):
+        ran_keys.extend(key for key, _ in parts)
+        return real(parts, *rest, **kwargs)
+
+    with mock.patch.object(all_einsums, "run_searches", run_searches):
+        got = all_einsums.split_searches(jobs, 1, False, "test", sub_parts=lambda key: 3 if key == "K" else 1)
+    assert ("K", 0, 2) in ran_keys and ("K", 0) not in ran_keys and ("V", 0) in ran_keys
+    assert not any(len(key) == 3 and key[0] != "K" for key in ran_keys if isinstance(key, tuple))
     for e, job in jobs:
         whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=job[6])
         assert got[e][2].complete and pmappings(got[e][0], got[e][1]) == pmappings(*whole[:2]), e
