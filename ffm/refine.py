@@ -207,10 +207,6 @@ KEY_ALL_UP_TO = 20000  # keys a wildcard is searched at one by one; past it, gro
 # against 8.44 s, and QK by Q in the GlobalBuffer and K in the LocalBuffer, 182 keys 1.90 s
 # against 2.69 s: few keys fix many loops each, and their searches are quick
 BACKING_GROUP_FROM = 150
-# sub-parts (by fused structure: `pmapgen.prefixes._Search.run`'s `sub`) of each root of a search that fixes no
-# loop (`_fixed_loops`): at batch 1 one root of V's (I and V in the GlobalBuffer) took 18 s alone while the other
-# core idled 7 s, and one of QK's 8 s beside 2 s of the rest (docs/pmapgen.md, "Sub-parts")
-SUB_PARTS = 8
 
 
 def backing_group(key: tuple) -> tuple:
@@ -303,7 +299,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
                 time_limit: float | None = None, deadline: float | None = None, workers: int | None = None,
                 progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches",
                 split: bool = False, max_rows: int | None = None, kept: Workers | None = None,
-                by_backing: int = BACKING_GROUP_FROM, own_budgets: bool = False) -> KeyedSearches:
+                by_backing: int = BACKING_GROUP_FROM, own_budgets: bool = False, sub_parts: int = 1) -> KeyedSearches:
     """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
     inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
     (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s,
@@ -325,7 +321,9 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     per tagged tensor (`key_groups`). `own_budgets` holds each key of a group to its own β
     in the group's search (`pmapgen.key_budgets`), not to the group's largest: at batch 1,
     AV's search with QK_softmax and V in the LocalBuffer took 0.7 s instead of 3.2; the
-    group a mirror image answers (`mirror_key`) holds the image's keys, mirrored, too."""
+    group a mirror image answers (`mirror_key`) holds the image's keys, mirrored, too.
+    `sub_parts` > 1 splits each root of the searches `_sub_parts` picks into that many
+    sub-parts (`pmapgen.all_einsums.split_searches`)."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
     held: dict = {}  # group -> {key: β} its search holds each key to (`own_budgets`)
@@ -387,14 +385,14 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         if image is not None and image in groups and (groups[image] == [image] or image == backing_group(image)) \
                 and (e, image) not in sigs and image not in images:
             images[image] = group
-    ran = _run_keyed(jobs, sigs, searched, workers, progress, desc, deadline, split, kept)
+    ran = _run_keyed(jobs, sigs, searched, workers, progress, desc, deadline, split, kept, sub_parts)
     if theirs:
         for group, _ in theirs:
             with TURN.away():
                 _RUNNING.get(sigs[e, group], (0.0, _DONE))[1].wait()
         again = [job(group, beta) for group, beta in theirs if not reuse(group, beta)]
         reused += len(theirs) - len(again)
-        ran.update(_run_keyed(again, sigs, searched, workers, progress, desc, deadline, split, kept))
+        ran.update(_run_keyed(again, sigs, searched, workers, progress, desc, deadline, split, kept, sub_parts))
     done.update(ran)
     explored, evaluated = sum(r[2].templates for r in ran.values()), sum(r[2].tile_shapes for r in ran.values())
     for image, group in images.items():
@@ -470,7 +468,7 @@ def _held_budgets(e: str, order: list, betas: dict, mirror, workload: Workload) 
 
 
 def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, progress: bool, desc: str,
-               deadline: float | None, split: bool, kept: Workers | None) -> dict:
+               deadline: float | None, split: bool, kept: Workers | None, sub_parts: int = 1) -> dict:
     """`search_keys`' searches `jobs`, recorded in `searched` where complete. While they
     run, `_RUNNING` holds them, so a refinement running at the same time (`ffm.budgets`
     refines several terms at once) waits for a search within its β at most instead of
@@ -478,7 +476,7 @@ def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, prog
     if not jobs:
         return {}
     jobs = sorted(jobs, key=lambda job: _fixed_loops(job[0][1]))  # stable: by β within
-    subs = {key: _sub_parts(key[1], args) for key, args in jobs}
+    subs = {key: _sub_parts(key[1], args, sub_parts) for key, args in jobs}
     mine = {sigs[key]: (_bound(args), threading.Event()) for key, args in jobs}
     mine = {sig: held for sig, held in mine.items() if sig not in _RUNNING}
     _RUNNING.update(mine)
@@ -496,10 +494,10 @@ def _run_keyed(jobs: list, sigs: dict, searched: dict, workers: int | None, prog
     return ran
 
 
-def _sub_parts(group: tuple, job: Job) -> int:
-    """How many sub-parts each root of a keyed search is split into (`SUB_PARTS`, or 1):
-    only a search that fixes no loop (the longest) and holds every tagged input at most at
-    the outermost on-chip level. A sub-part repeats the search down to where the fused
+def _sub_parts(group: tuple, job: Job, m: int) -> int:
+    """How many sub-parts each root of a keyed search is split into (m, or 1): only a
+    search that fixes no loop (the longest) and holds every tagged input at most at the
+    outermost on-chip level. A sub-part repeats the search down to where the fused
     structure is final, which an input held deeper keeps open: at batch 1, split in 8,
     AV's parts with QK_softmax in the LocalBuffer took 2.3 to 4.8 times their CPU, those
     with every tagged input in the GlobalBuffer 1.03 to 1.35 times (docs/pmapgen.md, "Sub-parts")."""
@@ -507,7 +505,7 @@ def _sub_parts(group: tuple, job: Job) -> int:
         return 1
     arch, einsum = job.arch, job.workload.einsum(job.einsum)
     outer = {m.name for u in arch.computes_for(einsum) for m in arch.path(u.name)[:2]}
-    return SUB_PARTS if all(level in outer for _, (level, _) in group) else 1
+    return m if all(level in outer for _, (level, _) in group) else 1
 
 
 def _fixed_loops(group: tuple) -> int:

@@ -420,6 +420,13 @@ PROBE = 3200
 # (docs/pmapgen.md, "A probe by breadth"). A heuristic: a wide search completed would cost time
 # only, since each Einsum the probe cuts is keyed
 PROBE_WAITING = 500
+# sub-parts per root of the keyed searches `ffm.refine._sub_parts` picks (`pmapgen.prefixes._Search.run`'s
+# `sub`), for the energy set (no latency budgets). At gpt3 batch 1 one root of V's (I and V in the
+# GlobalBuffer) took 18 s alone while the other core idled 7 s, one of QK's 8 s beside 2 s of the rest: six
+# pairs alternated, 51.4 s mean against 57.8. Within the latency floors V's parts are more even (11.8, 6.0 and
+# 4.2 s) and split so they took 22% more CPU and 2 to 5 s more wall, so none is split there
+# (docs/pmapgen.md, "Sub-parts")
+SUB_PARTS = 8
 
 
 def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str, float],
@@ -461,6 +468,7 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     budgets = slack_budgets(minima, limit)
     start = time.perf_counter()
     objectives = with_latency(("energy",), *(constraints or {}).values())  # (latency budgets: latency too)
+    sub_parts = SUB_PARTS if objectives == ("energy",) else 1
     pre = generate_all(workload, arch, constraints, objectives=objectives, workers=workers, progress=progress,
                        time_limit=time_limit, budgets={e: budgets[e] for e in first},
                        desc="slack: uniform budgets", einsums=first, max_rows=max_rows,
@@ -493,13 +501,13 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
             first = {k: (b + sum(low)) / (len(low) + 1) for k, b in betas.items()}
             ks = search_keys(e, first, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
                              deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}, least per key",
-                             max_rows=max_rows, by_backing=grouping, own_budgets=True)
+                             max_rows=max_rows, by_backing=grouping, own_budgets=True, sub_parts=sub_parts)
             betas = sibling_betas(betas, first, ks.floors, low)
             explored, evaluated, searches[e] = ks.explored, ks.evaluated, ks.searches
         held[e] = betas
         ks = search_keys(e, betas, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
-                         deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}",
-                         max_rows=max_rows, by_backing=grouping, own_budgets=True) if betas else None
+                         deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}", max_rows=max_rows,
+                         by_backing=grouping, own_budgets=True, sub_parts=sub_parts) if betas else None
         searches[e] += ks.searches if ks else 0
         parts = [{e: (table[within_betas(table, betas)], templates, stats)}
                  for table, templates, stats in (ks.results.values() if ks else ()) if len(table)]

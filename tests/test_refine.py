@@ -654,14 +654,14 @@ def test_a_rest_s_join_is_kept_while_its_tables_are_the_same_objects():
 
 def test_only_searches_fixing_no_loop_with_tagged_inputs_held_high_are_split_into_sub_parts():
     """`_sub_parts`: at gpt3 batch 1 on tpuv4i, V's search with I held in the GlobalBuffer
-    (the outermost on-chip level) is split in `SUB_PARTS` per root; with I in the
-    LocalBuffer, or with I's loops fixed, it is not."""
+    (the outermost on-chip level) is split in m per root; with I in the LocalBuffer, or
+    with I's loops fixed, it is not."""
     import arch as arch_specs
     from pmapgen.all_einsums import Job
     w, a = workloads.load("gpt3", batch=1, seq_len=2048), arch_specs.load("tpuv4i")
     job = Job("V", w, a, None, ("energy",))
-    assert refine_module._sub_parts((("I", ("GlobalBuffer", None)),), job) == refine_module.SUB_PARTS > 1
-    assert refine_module._sub_parts((("I", ("DRAM", None)),), job) == refine_module.SUB_PARTS
-    assert refine_module._sub_parts((("I", ("LocalBuffer", None)),), job) == 1
-    assert refine_module._sub_parts((("I", ("GlobalBuffer", (("m", 2, None),))),), job) == 1
-    assert refine_module._sub_parts((), job) == refine_module.SUB_PARTS
+    assert refine_module._sub_parts((("I", ("GlobalBuffer", None)),), job, 8) == 8
+    assert refine_module._sub_parts((("I", ("DRAM", None)),), job, 8) == 8
+    assert refine_module._sub_parts((("I", ("LocalBuffer", None)),), job, 8) == 1
+    assert refine_module._sub_parts((("I", ("GlobalBuffer", (("m", 2, None),))),), job, 8) == 1
+    assert refine_module._sub_parts((), job, 3) == 3
