@@ -425,7 +425,7 @@ PROBE_WAITING = 500
 # GlobalBuffer) took 18 s alone while the other core idled 7 s, one of QK's 8 s beside 2 s of the rest: six
 # pairs alternated, 51.4 s mean against 57.8. Within the latency floors V's parts are more even (11.8, 6.0 and
 # 4.2 s) and split so they took 22% more CPU and 2 to 5 s more wall, so none is split there
-# (docs/pmapgen.md, "Sub-parts")
+# (docs/pmapgen.md, "Sub-parts"). Nor in a sibling's first pass: its roots are short (V's 0.3 to 2.7 s)
 SUB_PARTS = 8
 
 
@@ -501,7 +501,7 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
             first = {k: (b + sum(low)) / (len(low) + 1) for k, b in betas.items()}
             ks = search_keys(e, first, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
                              deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}, least per key",
-                             max_rows=max_rows, by_backing=grouping, own_budgets=True, sub_parts=sub_parts)
+                             max_rows=max_rows, by_backing=grouping, own_budgets=True)
             betas = sibling_betas(betas, first, ks.floors, low)
             explored, evaluated, searches[e] = ks.explored, ks.evaluated, ks.searches
         held[e] = betas
