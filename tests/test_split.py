@@ -76,6 +76,19 @@ def test_a_mirrored_search_split_by_root_keeps_what_it_keeps_whole_long(problem,
     parts_equal_whole(*problem, quantile, objectives)
 
 
+def by_fate(fate: str, job: Job, steps: int):
+    """A job as a worker ends it: not started (None) for "none", cut by a time limit of
+    `steps` clock readings (`TickingClock`) for "cut", or run to the end for "run"."""
+    if fate == "none":
+        return None
+    real = prefixes.time
+    prefixes.time = TickingClock()
+    try:
+        return all_einsums._search(job._replace(time_limit=steps if fate == "cut" else None))
+    finally:
+        prefixes.time = real
+
+
 def subparts_equal_whole(w, a, quantile, objectives, m):
     """Each root searched as m sub-parts and merged keeps the rows it keeps searched whole
     (the enumeration's frontier within the budget), from the same lower bound; every
@@ -136,18 +149,7 @@ def test_sub_parts_cut_short_or_not_started_bound_the_minimum(problem, quantile,
             least = float(whole[0]["energy"].min()) if len(whole[0]) else np.inf
             fates = data.draw(st.lists(st.sampled_from(["run", "cut", "none"]), min_size=3, max_size=3),
                               label=f"{e} {i}")
-            got = []
-            for j, fate in enumerate(fates):
-                if fate == "none":
-                    got.append(None)
-                    continue
-                real = prefixes.time
-                prefixes.time = TickingClock()
-                try:
-                    got.append(all_einsums._search(args(e, w, a, ("energy",), budget, steps if fate == "cut" else None)
-                                                   ._replace(part=i, sub=(j, 3))))
-                finally:
-                    prefixes.time = real
+            got = [by_fate(fate, job._replace(part=i, sub=(j, 3)), steps) for j, fate in enumerate(fates)]
             merged = merge_subparts(job, i, got)
             if all(f == "none" for f in fates):
                 assert merged is None
@@ -173,18 +175,8 @@ def test_parts_cut_short_or_not_started_bound_the_minimum(problem, quantile, ste
             continue
         budget = float(np.quantile(full["energy"], quantile))
         fates = data.draw(st.lists(st.sampled_from(["run", "cut", "none"]), min_size=n, max_size=n), label=e)
-        got = []
-        for i, fate in enumerate(fates):
-            if fate == "none":
-                got.append(None)
-                continue
-            real = prefixes.time
-            prefixes.time = TickingClock()
-            try:
-                part = all_einsums._search(args(e, w, a, ("energy",), budget, steps if fate == "cut" else None)._replace(part=i))
-            finally:
-                prefixes.time = real
-            got.append(part)
+        job = args(e, w, a, ("energy",), budget)
+        got = [by_fate(fate, job._replace(part=i), steps) for i, fate in enumerate(fates)]
         table, _, stats = merge_parts(args(e, w, a, ("energy",), budget), got)
         if all(g is not None and g[2].complete for g in got):
             continue
@@ -250,9 +242,10 @@ def test_a_row_cap_the_whole_search_completes_within_lets_the_split_search_compl
         assert got[2].complete and frontier(got[0], ("energy",)) == frontier(whole[0], ("energy",)), (e, high)
 
 
-def test_only_the_searches_picked_are_split_and_every_one_keeps_what_it_keeps_whole():
-    """`split_searches(..., split=...)` splits the jobs picked (the refinements' keyed searches
-    fixing no loop) and runs the others whole among their parts: the same tables either way."""
+def split_kv(**kwargs) -> tuple[dict, list]:
+    """`split_searches` over `kv_projections`' Einsums, each within its median energy, with
+    `kwargs`: (its result, the keys of the jobs it ran), after checking that every Einsum
+    keeps the rows its whole search keeps."""
     w, a = kv_projections()
     jobs = []
     for e in w.einsum_names:
@@ -261,40 +254,31 @@ def test_only_the_searches_picked_are_split_and_every_one_keeps_what_it_keeps_wh
     ran_keys = []
     real = all_einsums.run_searches
 
-    def run_searches(parts, *rest, **kwargs):
+    def run_searches(parts, *rest, **kw):
         ran_keys.extend(key for key, _ in parts)
-        return real(parts, *rest, **kwargs)
+        return real(parts, *rest, **kw)
 
     with mock.patch.object(all_einsums, "run_searches", run_searches):
-        got = all_einsums.split_searches(jobs, 1, False, "test", split=lambda key: key == "K")
-    assert "K" not in ran_keys and ("K", 0) in ran_keys and "V" in ran_keys and ("V", 0) not in ran_keys
+        got = all_einsums.split_searches(jobs, 1, False, "test", **kwargs)
     for e, job in jobs:
         whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=job[6])
         assert got[e][2].complete and pmappings(got[e][0], got[e][1]) == pmappings(*whole[:2]), e
+    return got, ran_keys
+
+
+def test_only_the_searches_picked_are_split_and_every_one_keeps_what_it_keeps_whole():
+    """`split_searches(..., split=...)` splits the jobs picked (the refinements' keyed searches
+    fixing no loop) and runs the others whole among their parts: the same tables either way."""
+    _, ran_keys = split_kv(split=lambda key: key == "K")
+    assert "K" not in ran_keys and ("K", 0) in ran_keys and "V" in ran_keys and ("V", 0) not in ran_keys
 
 
 def test_split_searches_splits_the_parts_of_the_jobs_picked_into_sub_parts_and_merges_them():
     """`split_searches(..., sub_parts=...)`: the parts of K become three sub-parts each, V's
     stay whole, and both keep the rows the whole search keeps."""
-    w, a = kv_projections()
-    jobs = []
-    for e in w.einsum_names:
-        full = generate(e, w, a, objectives=("energy",))[0]
-        jobs.append((e, args(e, w, a, ("energy",), float(np.quantile(full["energy"], 0.5)))))
-    ran_keys = []
-    real = all_einsums.run_searches
-
-    def run_searches(parts, *rest, **kwargs):
-        ran_keys.extend(key for key, _ in parts)
-        return real(parts, *rest, **kwargs)
-
-    with mock.patch.object(all_einsums, "run_searches", run_searches):
-        got = all_einsums.split_searches(jobs, 1, False, "test", sub_parts=lambda key: 3 if key == "K" else 1)
+    _, ran_keys = split_kv(sub_parts=lambda key: 3 if key == "K" else 1)
     assert ("K", 0, 2) in ran_keys and ("K", 0) not in ran_keys and ("V", 0) in ran_keys
     assert not any(len(key) == 3 and key[0] != "K" for key in ran_keys if isinstance(key, tuple))
-    for e, job in jobs:
-        whole = generate_by_prefixes(e, w, a, objectives=("energy",), budget=job[6])
-        assert got[e][2].complete and pmappings(got[e][0], got[e][1]) == pmappings(*whole[:2]), e
 
 
 def _pid(*_args) -> int:
