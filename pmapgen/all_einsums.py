@@ -416,46 +416,22 @@ def split_searches(jobs: list[tuple[Hashable, Job]], workers: int | None, progre
 
 def merge_subparts(args: Job, part: int, got: list) -> tuple[pd.DataFrame, list[Template], Stats] | None:
     """Part `part`'s (table, templates, Stats) from its sub-parts' (`split_searches`), None
-    for a sub-part not started (None if none started): their tables one after the other,
-    each `template` column shifted past the templates before it, pruned together within
-    each compatibility group (`pmapgen.generate.prune_table`: sub-parts own fused
-    structures, and a compatibility group is a structure's up to the order of its loops,
-    so the prune of one search holds). A sub-part cut short or not started leaves
-    the part incomplete (bounded below by the least of its sub-parts' bounds, and by the
-    part's floor for those not started)."""
+    for a sub-part not started (None if none started): `merge_parts` over the sub-parts
+    (the part's floor bounds those not started), pruned together within each compatibility
+    group (`pmapgen.generate.prune_table`: sub-parts own fused structures, and a
+    compatibility group is a structure's up to the order of its loops, so the prune of one
+    search holds)."""
     if all(r is None for r in got):
         return None
-    einsum, workload, arch, objectives, budget = args.einsum, args.workload, args.arch, args.objectives, args.budget
-    begin = time.perf_counter()
-    ran = [r for r in got if r is not None]
-    stats = [st for _, _, st in ran]
-    explored, evaluated = sum(st.templates for st in stats), sum(st.tile_shapes for st in stats)
-    seconds = sum(st.seconds for st in stats)
-    low, cut_floor = min(st.lower_bound for st in stats), min(st.cut_floor for st in stats)
-    stopped_by = next((st.stopped_by for st in stats if st.stopped_by), "") or \
-        (TIME_LIMIT if len(ran) < len(got) else "")
-    if stopped_by:
-        if len(ran) < len(got):
-            low = min(low, part_floor(einsum, workload, arch, args.constraints, part))
-        table, _, st = result(einsum, [], workload, arch, objectives, explored, evaluated, stopped_by, begin,
-                              low if budget is None else min(low, budget), budget, args.constraints)
-        return table, [], replace(st, seconds=seconds + st.seconds, cut_floor=cut_floor)
-    tables, templates = [], []
-    for table, sub_templates, _ in ran:
-        if sub_templates:  # (a sub-part that kept no row gives `result`'s empty frame)
-            tables.append(table.assign(template=table["template"] + len(templates)))
-        templates += sub_templates
-    if not tables:
-        table = ran[0][0]
-    else:
-        columns = list(dict.fromkeys(c for t in tables for c in t.columns))
-        table = prune_table(pd.concat([t for t in tables if len(t)] or tables[:1], ignore_index=True)
-                            .reindex(columns=columns), objectives)
-    return table, templates, Stats(explored, evaluated, len(table), True, seconds + time.perf_counter() - begin, low,
-                                   budget, "", any(st.budget_cut for st in stats), cut_floor=cut_floor)
+    table, templates, stats = merge_parts(args, got, lambda _: part_floor(args.einsum, args.workload, args.arch,
+                                                                          args.constraints, part))
+    if stats.complete:
+        table = prune_table(table, args.objectives)
+    return table, templates, replace(stats, kept=len(table), parts=())
 
 
-def merge_parts(args: Job, got: list) -> tuple[pd.DataFrame, list[Template], Stats]:
+def merge_parts(args: Job, got: list,
+                floor: Callable[[int], float] | None = None) -> tuple[pd.DataFrame, list[Template], Stats]:
     """One Einsum's (table, templates, Stats) from its parts' (`_search`), None for a part
     not started: their tables one after the other, each `template` column shifted past the
     templates of the parts before it, and the columns in order of first appearance, as one
@@ -463,7 +439,7 @@ def merge_parts(args: Job, got: list) -> tuple[pd.DataFrame, list[Template], Sta
     drop nothing: rows of two roots differ in a shared tensor's backing level, so they are
     never in one compatibility group (`search_part`). A part cut short or not started
     leaves the table empty and the Einsum incomplete, bounded below by the least of its
-    parts' bounds."""
+    parts' bounds (`floor(i)` for part i not started: its `part_floor` by default)."""
     einsum, workload, arch, constraints, objectives, budget = args.einsum, args.workload, args.arch, \
         args.constraints, args.objectives, args.budget
     begin = time.perf_counter()
@@ -471,7 +447,7 @@ def merge_parts(args: Job, got: list) -> tuple[pd.DataFrame, list[Template], Sta
     tables, templates = [], []
     for i, r in enumerate(got):
         if r is None:
-            low = min(low, part_floor(einsum, workload, arch, constraints, i))
+            low = min(low, part_floor(einsum, workload, arch, constraints, i) if floor is None else floor(i))
             stopped_by = stopped_by or TIME_LIMIT
             continue
         table, part_templates, st = r
