@@ -64,18 +64,27 @@ class Turn:
         finally:
             self._get()
 
+    def given(self) -> int:
+        """How many times a thread has given the turn up so far."""
+        with self._given:
+            return self._count
+
+    def wait_given(self, since: int, timeout: float | None = None) -> bool:
+        """Wait until the turn was given up more than `since` times in all (`given`);
+        False if `timeout` seconds passed first."""
+        with self._given:
+            return self._given.wait_for(lambda: self._count > since, timeout=timeout)
+
     def let(self, start: Callable[[], T]) -> T:
         """`start()` (which starts a thread that takes the turn), then the turn given away
         until some other thread gives it up: the new thread runs until it waits on
         workers or ends, so they work while this thread goes on."""
-        with self._given:
-            since = self._count
+        since = self.given()
         got = start()
         if self.held():
             self._local.held = False
             self._lock.release()
-            with self._given:
-                self._given.wait_for(lambda: self._count > since)
+            self.wait_given(since)
             self._get()
         return got
 

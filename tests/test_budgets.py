@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from types import SimpleNamespace
 from unittest import mock
 
@@ -82,8 +81,10 @@ def cutting_refinements(ticks: int) -> tuple:
 
 def refinements_side_by_side(real) -> tuple:
     """`refine` (or a stand-in for it) that first gives the turn away, as a refinement
-    waiting on its workers does: with searches in this process, the proof's next
-    refinements then start beside it. And a count of the most running at once."""
+    waiting on its workers does, until the thread that took it gives it up again (the
+    proof, having started its next refinement or waiting on those running): with searches
+    in this process, the proof's next refinements then start beside it, on any machine's
+    scheduling. And a count of the most running at once."""
     running = {"now": 0, "most": 0, "calls": 0}
 
     def refine_(*args, **kwargs):
@@ -91,8 +92,9 @@ def refinements_side_by_side(real) -> tuple:
         running["now"] += 1
         running["most"] = max(running["most"], running["now"])
         try:
-            with TURN.away():
-                time.sleep(0.001)
+            since = TURN.given() + 1  # (this thread's own giving up counts one)
+            with TURN.away():  # (a timeout, should nothing else hold the turn: overlap 1)
+                TURN.wait_given(since, timeout=5.0)
             return real(*args, **kwargs)
         finally:
             running["now"] -= 1
