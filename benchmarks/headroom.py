@@ -9,7 +9,7 @@ search of the energy proof fixes some this way), first by rising budgets for its
 energy, then once per slack at a budget of slack x that least. For each it prints the
 search's seconds, prefixes processed and partial rows kept, and then, from the same
 search run without the Pareto prune (`Unpruned`), how many of those prefixes and rows
-have a completion within the budget (`_Search.leading`): what a floor equal to each
+have a completion within the budget (`pmapgen.lineage.leading`): what a floor equal to each
 row's least completion would keep. (Measured on the pruned search itself, `leading`
 also drops the rows whose completions a merge later prunes as dominated, which no
 floor could: the forty-second session read it so and overstated the headroom tenfold,
@@ -30,7 +30,8 @@ import numpy as np
 import arch as arch_specs
 import workloads
 from pmapgen.constraints import Constraints
-from pmapgen.prefixes import _Search, energy_lower_bound, generate_by_rising_budgets
+from pmapgen.lineage import leading
+from pmapgen.prefixes import BUDGET_RTOL, _Search, energy_lower_bound, generate_by_rising_budgets
 
 
 class Unpruned(_Search):
@@ -75,21 +76,21 @@ def main() -> None:
         seconds = time.perf_counter() - start
         prefixes = sum(s.stats.prefixes for s in searches)
         kept = sum(s.stats.kept for s in searches)
-        rows = leading = useful = exact_prefixes = 0
+        rows = led = useful = exact_prefixes = 0
         by.clear()
         for unit in a.computes_for(w.einsum(args.einsum)):
             search = Unpruned(args.einsum, w, a, unit.name, c, ("energy",), budget)
             search.run(None)
-            for rec, mark in zip(search.records, search.leading(budget)):
+            for rec, mark in zip(search.records, leading(search, budget * (1 + BUDGET_RTOL), "energy")):
                 n, m = len(mark), int(mark.sum())
-                rows, leading, exact_prefixes, useful = rows + n, leading + m, exact_prefixes + 1, useful + bool(m)
+                rows, led, exact_prefixes, useful = rows + n, led + m, exact_prefixes + 1, useful + bool(m)
                 if rec.key is not None:
                     p = rec.key.prefix
                     cell = by[unit.name, p.deepest, p.last, "F" if rec.key.depth_f is not None else "-"]
                     cell[0], cell[1], cell[2], cell[3] = cell[0] + n, cell[1] + m, cell[2] + 1, cell[3] + bool(m)
         print(f"  within {slack}x ({budget / 1e9:.4f} mJ): {seconds:.1f} s, {prefixes} prefixes, {kept} rows kept; "
               f"unpruned: {exact_prefixes} prefixes, {useful} ({useful / max(exact_prefixes, 1):.1%}) with a "
-              f"completion within the budget; {rows} rows, {leading} ({leading / max(rows, 1):.1%})", flush=True)
+              f"completion within the budget; {rows} rows, {led} ({led / max(rows, 1):.1%})", flush=True)
     if args.by_prefix:
         path = {u.name: [m.name for m in a.path(u.name)] for u in a.computes_for(w.einsum(args.einsum))}
         print(f"  by prefix at {args.slack[-1]}x, unpruned: unit, deepest level with a node, last move, F: "

@@ -105,7 +105,7 @@ def main() -> None:
     done = np.concatenate([f["latency"] for *_, f in search.done]) if search.done else np.zeros(0)
     print(f"done rows {len(done):,}, within the budget {int((done <= threshold).sum()):,}")
     marked, size = leading(search, threshold), subtree_sizes(search)
-    useful = sum(int(m.sum()) for rid, m in marked.items() if search.records[rid].key is not None)
+    useful = sum(int(m.sum()) for rid, m in enumerate(marked) if search.records[rid].key is not None)
     print(f"kept rows leading to a pmapping within the budget: {useful:,} ({useful / max(kept, 1):.2%})")
     roots, by_move = [], Counter()
     for rid, rec in enumerate(search.records):

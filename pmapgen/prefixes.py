@@ -1564,23 +1564,6 @@ class _Search:
                 out += [(_template(self.e.name, self.unit, nodes), tiles) for nodes, tiles in paths]
         return out
 
-    def leading(self, limit: float) -> list[np.ndarray]:
-        """Per record, which of its rows lead to a done row of at most `limit` energy (one
-        its key's final prune kept, `DONE_PRUNE`): what
-        an exact floor would have kept at a budget of `limit` (`benchmarks/headroom.py`
-        compares it with what the search kept). Records follow their parents, so one
-        pass from the last marks every ancestor."""
-        marks = [np.zeros(len(r.batch), dtype=bool) for r in self.records]
-        for _, rid, final in self.done:
-            marks[rid][final["row"][final["energy"] <= limit * (1 + BUDGET_RTOL)]] = True
-        for rid in range(len(self.records) - 1, -1, -1):
-            rec, mark = self.records[rid], marks[rid]
-            if rec.batches[0][0] is None or not mark.any():
-                continue
-            for b in np.unique(rec.batch[mark]):
-                marks[rec.batches[b][0]][rec.parent[mark & (rec.batch == b)]] = True
-        return marks
-
     def _trace(self, rid: int, rows: np.ndarray) -> list[tuple[list, np.ndarray, np.ndarray]]:
         """(nodes, tiles per row, positions in `rows`) of every path that led to these rows."""
         rec = self.records[rid]

@@ -488,7 +488,7 @@ def test_lineage_marks_the_ancestors_of_done_rows_within_the_floor():
                 parent, rows = parents(s, at)
                 at, row = int(parent[row]), int(rows[row])
     marked = leading(s, budget * (1 + RTOL))
-    assert {(rid, int(i)) for rid, m in marked.items() for i in np.flatnonzero(m)} == walked
+    assert {(rid, int(i)) for rid, m in enumerate(marked) for i in np.flatnonzero(m)} == walked
     assert 0 < len(walked) < sum(len(r.batch) for r in s.records) / 10  # (when written: 967 of 47,694 kept rows)
     size = subtree_sizes(s)
     at_roots = sum(int(size[rid][parents(s, rid)[0] < 0].sum()) for rid in size)

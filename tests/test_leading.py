@@ -1,4 +1,4 @@
-"""`_Search.leading`: which kept partial rows lead to a done row within an energy limit
+"""`pmapgen.lineage.leading` on energy: which kept partial rows lead to a done row within an energy limit
 (`benchmarks/headroom.py` reads it, on a search run without the Pareto prune, as what an
 exact floor would keep). Checked against a walk from each such done row up its parents,
 one row at a time."""
@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pmapgen.constraints import Constraints
+from pmapgen.lineage import leading
 from pmapgen.prefixes import BUDGET_RTOL, _Search
 from tests.test_pmapgen import SETTINGS, small_problems
 
@@ -44,7 +45,7 @@ def test_leading_rows_are_the_ancestors_of_done_rows_within_the_limit(problem, w
     if budgeted:  # as the benchmark runs it: the search itself within the limit
         search = _Search("Z", workload, arch, unit, Constraints(), ("energy",), limit)
         search.run(None)
-    marks = search.leading(limit)
+    marks = leading(search, limit * (1 + BUDGET_RTOL), "energy")
     assert {(r, int(i)) for r, m in enumerate(marks) for i in np.flatnonzero(m)} == walked(search, limit)
     roots = [m for rec, m in zip(search.records, marks) if rec.batches[0][0] is None]
     assert any(m.any() for m in roots)  # the least done row is within the limit and leads back to a root
