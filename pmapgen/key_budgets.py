@@ -20,11 +20,17 @@ search keeps every pmapping of each key within its own β, or one dominating it 
 compatibility group. Rows at other keys or above their own key's β may remain (the
 caller filters them, `ffm.refine.within_betas`); every row a budget cuts has an energy
 floor above the β of every key it could end at.
+
+An `OutputPenalty` lowers that bound by what the Einsum's output costs its readers at its
+c_T (`ffm.consumers`): β(c) - p(d) for a row whose output's c_T is d, p's least over the
+output's level until the output's backing is placed. A row at d is cut only where its
+floor is above β(c) - p(d) for every key c it could end at, so the search keeps every
+pmapping within that (or one dominating it in its compatibility group).
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Callable
 
@@ -35,15 +41,55 @@ from workloads.model import Workload
 
 
 @dataclass(frozen=True)
-class KeyBudgets:
-    """((key, β), ...): key ((tensor, c_T), ...) sorted by tensor, over the same tensors
-    for every key; β in pJ. Its repr is a digest, so a search's signature
-    (`pmapgen.all_einsums.signature`) stays short however many keys it holds."""
-    items: tuple
+class OutputPenalty:
+    """pJ an Einsum's readers cost over the minima its budgets count them at, per c_T of
+    its output `tensor` (`ffm.consumers.consumer_penalty`): `named` ((c_T, pJ), ...),
+    `default` at any other c_T; each named value at most `default`."""
+    tensor: str
+    named: tuple
+    default: float
 
     @staticmethod
-    def of(betas: dict[tuple, float]) -> "KeyBudgets":
-        return KeyBudgets(tuple(sorted(betas.items(), key=repr)))
+    def of(tensor: str, named: dict, default: float) -> "OutputPenalty":
+        return OutputPenalty(tensor, tuple(sorted(named.items(), key=repr)), float(default))
+
+    def at(self, ct: tuple) -> float:
+        """The penalty at c_T `ct`."""
+        return dict(self.named).get(ct, self.default)
+
+    def covers(self, other: "OutputPenalty | None") -> bool:
+        """Whether a search held to this penalty keeps every row one held to `other` keeps:
+        at most `other`'s at every c_T (the tensor's name aside: siblings' searches answer
+        each other's, `ffm.slack.siblings`)."""
+        if other is None:
+            return self.default <= 0 and all(p <= 0 for _, p in self.named)
+        mine, theirs = dict(self.named), dict(other.named)
+        return self.default <= other.default * (1 + 1e-9) and all(
+            mine.get(ct, self.default) <= theirs.get(ct, other.default) * (1 + 1e-9) for ct in {*mine, *theirs})
+
+
+def least_penalty(penalties: list["OutputPenalty | None"], tensor: str) -> "OutputPenalty | None":
+    """The pointwise least of `penalties` (None: none at all) as `tensor`'s: what a search
+    answering several Einsums' searches (`ffm.slack.siblings`) may hold its rows to."""
+    if not penalties or any(p is None for p in penalties):
+        return None
+    named = {ct for p in penalties for ct, _ in p.named}
+    return OutputPenalty.of(tensor, {ct: min(p.at(ct) for p in penalties) for ct in named},
+                            min(p.default for p in penalties))
+
+
+@dataclass(frozen=True)
+class KeyBudgets:
+    """((key, β), ...): key ((tensor, c_T), ...) sorted by tensor, over the same tensors
+    for every key; β in pJ; `penalty` lowers each row's β by its output's
+    (`OutputPenalty`). Its repr is a digest, so a search's signature
+    (`pmapgen.all_einsums.signature`) stays short however many keys it holds."""
+    items: tuple
+    penalty: OutputPenalty | None = None
+
+    @staticmethod
+    def of(betas: dict[tuple, float], penalty: OutputPenalty | None = None) -> "KeyBudgets":
+        return KeyBudgets(tuple(sorted(betas.items(), key=repr)), penalty)
 
     @property
     def top(self) -> float:
@@ -54,10 +100,13 @@ class KeyBudgets:
         return tuple(t for t, _ in self.items[0][0]) if self.items else ()
 
     def renamed(self, tensor: Callable[[str], str]) -> "KeyBudgets":
-        return KeyBudgets.of({tuple(sorted((tensor(t), ct) for t, ct in key)): beta for key, beta in self.items})
+        penalty = None if self.penalty is None else replace(self.penalty, tensor=tensor(self.penalty.tensor))
+        return KeyBudgets.of({tuple(sorted((tensor(t), ct) for t, ct in key)): beta for key, beta in self.items},
+                             penalty)
 
     def __repr__(self) -> str:
-        digest = hashlib.sha1(repr(self.items).encode()).hexdigest()[:16]
+        held = self.items if self.penalty is None else (self.items, self.penalty)
+        digest = hashlib.sha1(repr(held).encode()).hexdigest()[:16]
         return f"KeyBudgets({len(self.items)} keys, {digest})"
 
 
@@ -83,6 +132,18 @@ class KeyLookup:
                 for part in combinations(sig, n):
                     if self.best.get(part, -np.inf) < beta:
                         self.best[part] = beta
+        penalty = budgets.penalty
+        self.output = penalty.tensor if penalty is not None and workload.is_shared(penalty.tensor) else None
+        self.watched = self.tensors + ((self.output,) if self.output else ())  # placing these sets a row's bound
+        self.penalty: dict[tuple, float] = {}  # (level, loops' multiset) -> least penalty of the c_T giving it
+        self.at_level: dict[int, float] = {}  # level -> least penalty there, default included
+        if self.output:
+            for (level, loops), p in penalty.named:
+                if level in index:
+                    sig = (index[level], self._multiset(self.output, loops))
+                    self.penalty[sig] = min(self.penalty.get(sig, np.inf), p)
+                    self.at_level[index[level]] = min(self.at_level.get(index[level], penalty.default), p)
+            self.default = penalty.default
         self._layouts: dict = {}
 
     def _multiset(self, t: str, loops: tuple) -> tuple:
@@ -90,29 +151,52 @@ class KeyLookup:
         return tuple(sorted((ranks[pos], int(tile), sp) for pos, tile, sp in loops))
 
     def _layout(self, fused: tuple) -> tuple:
-        """Per tagged tensor placed in structure `fused` (backed at the top level, or its
-        backing event reached): (tensor, level, ((ft index, rank, dim) per loop event
-        before its backing indexing it)); cached."""
+        """Per watched tensor (the tagged ones, then the output) placed in structure `fused`
+        (backed at the top level, or its backing event reached): (tensor, level, ((ft
+        index, rank, dim) per loop event before its backing indexing it)); cached."""
         out = self._layouts.get(fused)
         if out is None:
             levels = dict(fused[:self.n_shared])
             loops, placed = [], {}
-            for t in self.tensors:
+            for t in self.watched:
                 if levels.get(t) == 0:
                     placed[t] = ()
             for ev in fused[self.n_shared:]:
                 if ev[0] == "backing":
-                    if ev[1] in self.tensors:
+                    if ev[1] in self.watched:
                         ranks = self.e.use(ev[1]).ranks
                         placed[ev[1]] = tuple(lp for lp in loops if lp[1] in ranks)
                 else:
                     loops.append((len(loops), ev[1], ev[2]))
-            out = self._layouts[fused] = tuple((t, levels[t], placed[t]) for t in self.tensors if t in placed)
+            out = self._layouts[fused] = tuple((t, levels[t], placed[t]) for t in self.watched if t in placed)
         return out
 
     def budgets(self, fused: tuple, cols: dict, rows: np.ndarray) -> np.ndarray:
         """The bound for rows `rows` of `cols`, all of structure `fused`."""
         layout = self._layout(fused)
+        inputs = tuple(x for x in layout if x[0] != self.output)
+        out = self._input_budgets(inputs, cols, rows)
+        if self.output:
+            placed = [x for x in layout if x[0] == self.output]
+            if placed:
+                out = out - self._output_penalty(placed[0], cols, rows)
+            else:  # its level is in the structure; its loops are not placed yet
+                out = out - self.at_level.get(dict(fused[:self.n_shared])[self.output], self.default)
+        return out
+
+    def _output_penalty(self, placed: tuple, cols: dict, rows: np.ndarray) -> np.ndarray:
+        _, level, lps = placed
+        if not lps:
+            return np.full(len(rows), self.penalty.get((level, ()), self.default))
+        tiles = np.column_stack([np.asarray(cols[f"ft:{k}"])[rows] for k, _, _ in lps])
+        distinct, which = np.unique(tiles, axis=0, return_inverse=True)
+        out = np.array([self.penalty.get((level, tuple(sorted((rank, tile, sp) for (_, rank, sp), tile
+                                                              in zip(lps, values)))), self.default)
+                        for values in distinct.tolist()])
+        return out[which.reshape(-1)]
+
+    def _input_budgets(self, layout: tuple, cols: dict, rows: np.ndarray) -> np.ndarray:
+        """The largest β of the keys giving the placed tagged tensors of `layout` their c_T."""
         if not layout:
             return np.full(len(rows), self.top)
         columns = [(t, k, rank, sp) for t, _, lps in layout for k, rank, sp in lps]

@@ -1301,7 +1301,7 @@ class _Search:
               for t in sorted(pending)}
         if root:
             lt = {t: 0 for t in sorted(pending)}
-        if self.key_lookup is not None and (root or any(ev[1] in self.key_lookup.tensors for ev in events)):
+        if self.key_lookup is not None and (root or any(ev[1] in self.key_lookup.watched for ev in events)):
             out["kb"] = self._key_budgets(out)  # c_T placed: the row's keys are known
         self._push(self._key(prefix, out["sid"], depth_f, lt), rid, move, out, np.zeros((n, 0), np.int64))
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ffm.refine import within_betas
 from pmapgen import Constraints, generate
-from pmapgen.key_budgets import KeyBudgets
+from pmapgen.key_budgets import KeyBudgets, OutputPenalty
 from pmapgen.prefixes import generate_by_prefixes
 from tests.test_search import RTOL, SETTINGS, _bump, problems, report  # noqa: F401
 from tests.test_slack import dominated
@@ -41,7 +41,8 @@ def check_key_budgets(workload, arch, pick: int) -> None:
     if not users:
         _bump("no Einsum reads another's output")
         return
-    e = rng.choice(users)
+    read = [e for e in users if workload.is_shared(workload.einsum(e).output.tensor)]
+    e = rng.choice(read if read and pick % 3 else users)  # (an output others read, for `output_penalty`)
     tagged = sorted(u.tensor for u in workload.einsum(e).inputs if workload.producer(u.tensor) is not None)
     truth = generate(e, workload, arch, objectives=("energy",))[0]
     if truth.empty:
@@ -62,13 +63,18 @@ def check_key_budgets(workload, arch, pick: int) -> None:
     betas[((t0, (level, ((0, 10**6, None),))),) + rest] = float(energy.max())  # a key no pmapping gives
     top = max(betas.values())
     backing = {t: (ct[0],) for t, ct in first} if pick % 2 else {}  # a backing group's levels, or any
+    penalty = output_penalty(workload, e, truth, rng) if pick % 3 else None
     plain = Constraints(backing=backing)
-    keyed = replace(plain, key_budgets=KeyBudgets.of(betas))
+    keyed = replace(plain, key_budgets=KeyBudgets.of(betas, penalty))
     got, _, stats = generate_by_prefixes(e, workload, arch, keyed, ("energy",), None, top)
     whole, _, _ = generate_by_prefixes(e, workload, arch, plain, ("energy",), None, top)
     assert stats.complete
     res = sorted({c for c in (*got.columns, *whole.columns) if c.startswith(("res:", "backing:"))})
-    assert _values(got[within_betas(got, betas)], res) == _values(whole[within_betas(whole, betas)], res)
+    assert _values(got[within_betas(got, betas, penalty)], res) == _values(whole[within_betas(whole, betas, penalty)],
+                                                                          res)
+    if penalty is not None:
+        energy = energy + np.array([penalty.at(dict(k[0])[penalty.tensor]) for k in truth["compat"]])
+        _bump("with an output penalty")
     for i in range(len(truth)):
         if at[i] not in betas or energy[i] > betas[at[i]] * (1 + RTOL):
             continue
@@ -77,6 +83,22 @@ def check_key_budgets(workload, arch, pick: int) -> None:
         _bump("pmappings within their key's budget")
         assert dominated(truth.iloc[i], got), (e, truth.iloc[i]["compat"], energy[i])
     _bump("checked")
+
+
+def output_penalty(workload, e: str, truth, rng: random.Random) -> OutputPenalty | None:
+    """A penalty on `e`'s output's c_T (None if no other Einsum reads it): some of the c_T
+    its pmappings give it, each drawn up to the spread of its energies, one no pmapping
+    gives, and a default at least each."""
+    out = workload.einsum(e).output.tensor
+    if not workload.is_shared(out):
+        return None
+    energy = truth["energy"].to_numpy(dtype=float)
+    spread = float(energy.max() - energy.min()) or float(energy.max())
+    cts = sorted({dict(k[0])[out] for k in truth["compat"]}, key=repr)
+    named = {ct: rng.uniform(0, spread) for ct in cts if rng.random() < 0.6}
+    level, _ = cts[0]
+    named[(level, ((0, 10**6, None),))] = 0.0
+    return OutputPenalty.of(out, named, max([rng.uniform(0, spread), *named.values()]))
 
 
 @settings(max_examples=25, **SETTINGS)
