@@ -57,7 +57,7 @@ from pmapgen import Constraints
 from pmapgen.all_einsums import Job, Workers, rename, signature, split_searches, union
 from pmapgen.constraints import with_latency
 from pmapgen.generate import ROW_LIMIT
-from pmapgen.key_budgets import KeyBudgets
+from pmapgen.key_budgets import KeyBudgets, OutputPenalty
 from pmapgen.symmetry import key_mirror, mirror_result
 from pmapgen.turn import TURN
 from workloads.model import Workload
@@ -299,7 +299,8 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
                 time_limit: float | None = None, deadline: float | None = None, workers: int | None = None,
                 progress: bool = False, group_above: int = KEY_ALL_UP_TO, desc: str = "keyed searches",
                 split: bool = False, max_rows: int | None = None, kept: Workers | None = None,
-                by_backing: int = BACKING_GROUP_FROM, own_budgets: bool = False, sub_parts: int = 1) -> KeyedSearches:
+                by_backing: int = BACKING_GROUP_FROM, own_budgets: bool = False, sub_parts: int = 1,
+                penalty: OutputPenalty | None = None) -> KeyedSearches:
     """e's least cost at each key c of `betas` ({c: β}) among its pmappings giving its tagged
     inputs those c_T and costing at most β, from budgeted prefix searches with c fixed
     (`Constraints.tensor_keys`), or grouped (`key_groups`). `searched` is `refine`'s,
@@ -323,7 +324,10 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     AV's search with QK_softmax and V in the LocalBuffer took 0.7 s instead of 3.2; the
     group a mirror image answers (`mirror_key`) holds the image's keys, mirrored, too.
     `sub_parts` > 1 splits each root of the searches `_sub_parts` picks into that many
-    sub-parts (`pmapgen.all_einsums.split_searches`)."""
+    sub-parts (`pmapgen.all_einsums.split_searches`). `penalty` lowers every key's β by
+    what e's output costs its readers at its c_T (`ffm.consumers`, `pmapgen.key_budgets`):
+    each search holds its keys to their own β then, no mirror image answers another, and a
+    key's floor is its least among the rows within β less their output's penalty."""
     base = constraints or Constraints()
     searched = {} if searched is None else searched
     held: dict = {}  # group -> {key: β} its search holds each key to (`own_budgets`)
@@ -331,8 +335,12 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
     def keyed(group: tuple, budgets: bool = True) -> Constraints:  # a c_T without loops (`backing_group`): the level
         fixed = {t: ct for t, ct in group if ct[1] is not None}
         levels = {t: (ct[0],) for t, ct in group if ct[1] is None}
+        if budgets and penalty is not None:
+            own = KeyBudgets.of(held.get(group) or {k: betas[k] for k in groups[group]}, penalty)
+        else:
+            own = KeyBudgets.of(held[group]) if budgets and group in held else None
         return replace(base, tensor_keys={**base.tensor_keys, **fixed}, backing={**base.backing, **levels},
-                       key_budgets=KeyBudgets.of(held[group]) if budgets and group in held else None)
+                       key_budgets=own)
 
     def sig_of(group: tuple) -> tuple:  # what `searched` files a search under: its budgets go with it
         return signature(e, workload, keyed(group, budgets=False))
@@ -342,10 +350,10 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
 
     def known(group: tuple) -> float:
         bound = searched.get(sig_of(group), (-math.inf,))[0]
-        return -math.inf if isinstance(bound, dict) else bound
+        return -math.inf if isinstance(bound, KeyBudgets) else bound
 
     groups = key_groups(betas, group_above, known, by_backing)
-    mirror = None if base.tensor_keys else key_mirror(e, workload, arch, base)
+    mirror = None if base.tensor_keys or penalty is not None else key_mirror(e, workload, arch, base)
     jobs, done, floors, sigs = [], {}, {}, {}
     images: dict = {}  # group: the group whose search, mirrored, answers it (`pmapgen.symmetry.mirror_result`)
     theirs: list = []  # groups another refinement is searching within their β (`_RUNNING`)
@@ -353,7 +361,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
 
     def reuse(group: tuple, beta: float) -> bool:  # answered by a complete search within β at least?
         sig = sigs[e, group]
-        if sig not in searched or not _covers(searched[sig][0], need(group)):
+        if sig not in searched or not _covers(searched[sig][0], need(group), penalty):
             return False
         _, src, (table, templates, stats) = searched[sig]
         if src != e:
@@ -377,7 +385,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         elif group in images:  # its mirror image came first, so within a β at least its own
             mirrored += 1
             continue
-        elif sig in _RUNNING and _covers(_RUNNING[sig][0], need(group)):
+        elif sig in _RUNNING and _covers(_RUNNING[sig][0], need(group), penalty):
             theirs.append((group, beta))
         else:
             jobs.append(job(group, beta))
@@ -402,7 +410,7 @@ def search_keys(e: str, betas: dict[tuple, float], budget: float, workload: Work
         done[e, image] = res = mirror_result(src, mirror, e, workload, arch, with_latency(("energy",), keyed(group)),
                                                      keyed(group))
         if res[2].complete:
-            searched[sigs[e, image]] = ({k: betas[k] for k in groups[image]} if group in held else
+            searched[sigs[e, image]] = (KeyBudgets.of({k: betas[k] for k in groups[image]}) if group in held else
                                         max(betas[k] for k in groups[group]), e, res)
     for group, members in groups.items():
         res = done.get((e, group))
@@ -430,18 +438,21 @@ _DONE = threading.Event()
 _DONE.set()
 
 
-def _bound(job: Job) -> float | dict:
-    """What a keyed search's job holds its rows to: its budget, or {key: β} with key budgets."""
+def _bound(job: Job) -> float | KeyBudgets:
+    """What a keyed search's job holds its rows to: its budget, or its key budgets."""
     budgets = job.constraints.key_budgets
-    return job.budget if budgets is None else dict(budgets.items)
+    return job.budget if budgets is None else budgets
 
 
-def _covers(bound: float | dict, need: dict) -> bool:
+def _covers(bound: float | KeyBudgets, need: dict, penalty: OutputPenalty | None = None) -> bool:
     """Whether a complete search within `bound` (`_bound`) answers the keys of `need`
-    ({key: β}) each within its β (β equal up to summation order)."""
-    if not isinstance(bound, dict):
+    ({key: β}) each within its β less `penalty` at the output's c_T (β equal up to
+    summation order)."""
+    if not isinstance(bound, KeyBudgets):
         return bound >= max(need.values()) * (1 - RTOL)
-    return all(bound.get(k, -math.inf) >= b * (1 - RTOL) for k, b in need.items())
+    held = dict(bound.items)
+    return all(held.get(k, -math.inf) >= b * (1 - RTOL) for k, b in need.items()) and \
+        (bound.penalty is None or bound.penalty.covers(penalty))
 
 
 def _held_budgets(e: str, order: list, betas: dict, mirror, workload: Workload) -> dict:
@@ -555,13 +566,16 @@ def next_wildcard(workload: Workload, left: list[str], free, closers=()) -> str:
                                     last_producer(e), left.index(e)))
 
 
-def within_betas(table: pd.DataFrame, betas: dict[tuple, float]) -> np.ndarray:
+def within_betas(table: pd.DataFrame, betas: dict[tuple, float], penalty: OutputPenalty | None = None) -> np.ndarray:
     """Which rows of a keyed search's `table` are at a key of `betas` ({key: β}, keys
-    ((tensor, c_T), ...) over the same tensors) and cost at most its β: a grouped search
-    (`key_groups`) holds rows at other keys and above their own key's β."""
+    ((tensor, c_T), ...) over the same tensors) and cost at most its β, less `penalty` at
+    their output's c_T: a grouped search (`key_groups`) holds rows at other keys and above
+    their own key's β."""
     tensors = [t for t, _ in next(iter(betas), ())]
     keys = [tuple((t, dict(k[0])[t]) for t in tensors) for k in table["compat"]]
     energy = table["energy"].to_numpy(dtype=float)
+    if penalty is not None and len(table):
+        energy = energy + np.array([penalty.at(dict(k[0]).get(penalty.tensor)) for k in table["compat"]])
     return np.array([x <= betas.get(k, -math.inf) for k, x in zip(keys, energy)], dtype=bool)
 
 
