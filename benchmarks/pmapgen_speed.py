@@ -86,6 +86,7 @@ from ffm.latency_bound import einsum_latency_floor
 from ffm.latency_proof import floor_constraints, prove_at_floors
 from ffm.pareto_proof import frontier_points, prove_pareto
 from ffm.report import box_text
+from ffm.consumers import complete_within
 from ffm.slack import PROBE, PROBE_WAITING, latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
 from pmapgen import Constraints, generate, generate_all
 from pmapgen.all_einsums import union
@@ -140,7 +141,7 @@ def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, unifor
         how = {e: "" for e in found}
     else:
         keyed = slack_tables(w, a, bound, lows, constraints, time_limit=time_limit, max_rows=PROOF_ROWS, probe=probe,
-                             probe_waiting=probe_waiting,
+                             probe_waiting=probe_waiting, minima_tables=complete_within(minima),
                              deadline=start + time_limit * len(w.einsum_names))  # the Einsums' limits together
         found = {e: r for e, r in keyed.results.items() if e in einsums}
         how = {e: "; uniform budget" if e in keyed.uniform else

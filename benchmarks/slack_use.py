@@ -4,7 +4,8 @@
     python benchmarks/slack_use.py [--slack-of 125.64] [--lower 0.2273 0.5]
 
 1. Every Einsum's minimum (rising budgets), then the energy set at U (`ffm.slack.slack_tables`,
-   as `benchmarks/pmapgen_speed.py --prefixes --objectives energy` runs it).
+   as `benchmarks/pmapgen_speed.py --prefixes --objectives energy` runs it: each keyed
+   Einsum's rows held to their output's readers' penalty, `ffm.consumers`).
 2. The set's tables joined: the optimum, and each Einsum's energy in it over its minimum.
    Every keyed budget counts the Einsums after it at their minima.
 3. For each Einsum of the set and each consumer of its output (an Einsum reading it): of
@@ -17,8 +18,9 @@
    consumers' penalties, each sibling's output read at the same rank positions (the
    Einsums are identical up to names).
 4. The second pass of the first Einsum with siblings (V), within the budgets the set held
-   it to (`SlackTables.betas`), searched again with every key's budget lower by each
-   `--lower` (mJ): what a consumer's bound of that size would save, at most.
+   it to (`SlackTables.betas`), searched again without its readers' penalty, with it (as
+   the set searched it), and without it but every key's budget lower by each `--lower`
+   (mJ): what the penalty saves, against a uniform one of that size.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ import numpy as np
 import arch as arch_specs
 import workloads
 from ffm.budgets import PROOF_ROWS
+from ffm.consumers import complete_within, consumer_penalty, least_by_ct
 from ffm.join import join
 from ffm.refine import search_keys
 from ffm.slack import SUB_PARTS, siblings, slack_tables
@@ -41,15 +44,6 @@ from pmapgen import generate_all
 def children_cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
-
-def least_by_ct(table, tensor: str) -> dict[str, float]:
-    """{repr(c_T of `tensor`): the table's least energy there}."""
-    out: dict[str, float] = {}
-    for key, energy in zip(table["compat"], table["energy"]):
-        ct = repr(dict(key[0]).get(tensor))
-        out[ct] = min(out.get(ct, math.inf), float(energy))
-    return out
 
 
 def main() -> None:
@@ -66,7 +60,8 @@ def main() -> None:
                           rising=True, progress=False, time_limit=args.time_limit)
     lows = {e: float(r[0]["energy"].min()) for e, r in minima.items()}
     bound = args.slack_of * 1e9
-    st = slack_tables(w, a, bound, lows, None, time_limit=args.time_limit, max_rows=PROOF_ROWS)
+    complete = complete_within(minima)
+    st = slack_tables(w, a, bound, lows, None, time_limit=args.time_limit, max_rows=PROOF_ROWS, minima_tables=complete)
     tables = {e: r[0] for e, r in st.results.items()}
     print(f"minima and the energy set at U = {args.slack_of} mJ: {time.perf_counter() - start:.1f} s; "
           f"incomplete: {st.incomplete or 'none'}")
@@ -87,7 +82,7 @@ def main() -> None:
         out = w.einsum(e).output.tensor
         for c in consumers[e]:
             there = least_by_ct(tables[c], out)
-            over = np.array([there.get(repr(dict(k[0]).get(out)), math.inf) for k in tables[e]["compat"]]) - lows[c]
+            over = np.array([there.get(dict(k[0]).get(out), math.inf) for k in tables[e]["compat"]]) - lows[c]
             met = over[np.isfinite(over)] / 1e9
             spread = f"{met.min():.4f}, {np.median(met):.4f}, {met.max():.4f}" if len(met) else "-"
             print(f"  {e:11s} -> {c:11s} {len(over):6d} rows, {len(met):6d} met ({spread})")
@@ -106,11 +101,11 @@ def main() -> None:
         for s in group:
             out = w.einsum(s).output.tensor
             for c in consumers[s]:
-                there, gap = least_by_ct(minima[c][0], out), minima[c][2].budget - lows[c]
-                pen = np.array([there.get(repr(ct), lows[c] + gap) - lows[c] for ct in rows]) / 1e9
+                got = consumer_penalty(w, s, (c,), lows, complete)
+                pen = np.array([got.at(ct) for ct in rows]) / 1e9
                 per.append(pen)
-                print(f"  {e:11s} as {s:11s} -> {c:11s} {len(there):5d} c_T in its table, gap {gap / 1e9:.4f}: "
-                      f"{np.quantile(pen, [0, .1, .5, .9, 1]).round(4)}")
+                print(f"  {e:11s} as {s:11s} -> {c:11s} {len(got.named):5d} c_T in its table, gap "
+                      f"{got.default / 1e9:.4f}: {np.quantile(pen, [0, .1, .5, .9, 1]).round(4)}")
         if len(group) > 1:
             least = np.minimum.reduce(per)
             print(f"  {e:11s} least over {', '.join(group)}: {np.quantile(least, [0, .1, .5, .9, 1]).round(4)}")
@@ -119,12 +114,16 @@ def main() -> None:
     if held is None or not args.lower:
         return
     e, betas = held
-    print(f"\n{e}'s second pass ({len(betas)} keys, as the set held them), every key's budget lower by:")
-    for delta in [0.0] + list(args.lower):
+    penalty = st.penalties.get(e)
+    print(f"\n{e}'s second pass ({len(betas)} keys, as the set held them), its readers' penalty "
+          f"{'none' if penalty is None else f'{len(penalty.named)} c_T named, else {penalty.default / 1e9:.4f} mJ'}:")
+    runs = [("no penalty", 0.0, None), ("the penalty", 0.0, penalty)]
+    runs += [(f"no penalty, {delta:.4f} mJ lower", delta, None) for delta in args.lower]
+    for label, delta, pen in runs:
         cpu, begin = children_cpu(), time.perf_counter()
         ks = search_keys(e, {k: b - delta * 1e9 for k, b in betas.items()}, 0.0, w, a, None, {}, args.time_limit,
-                         max_rows=PROOF_ROWS, by_backing=0, own_budgets=True, sub_parts=SUB_PARTS)
-        print(f"  {delta:6.4f} mJ: {time.perf_counter() - begin:6.1f} s wall, {children_cpu() - cpu:6.1f} s of "
+                         max_rows=PROOF_ROWS, by_backing=0, own_budgets=True, sub_parts=SUB_PARTS, penalty=pen)
+        print(f"  {label:28s}: {time.perf_counter() - begin:6.1f} s wall, {children_cpu() - cpu:6.1f} s of "
               f"workers' CPU, {ks.explored:,} prefixes, {ks.rows:,} rows kept", flush=True)
 
 

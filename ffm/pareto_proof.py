@@ -43,13 +43,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import pandas as pd
 
 from arch.model import Arch
 from ffm.budgets import PROOF_ROWS
+from ffm.consumers import complete_within
 from ffm.latency_bound import latency_lower_bound
 from ffm.latency_proof import floor_constraints
 from ffm.search import BOUND_RTOL, SearchResult, search
@@ -123,10 +124,12 @@ class BoxMinima:
     """Each Einsum's constraints held below its latency floor plus a box's slack (`STRICT`
     short of it: `held`), and its least energy there (`lows`, pJ, `generate_all`'s rising
     budgets; None when some Einsum has none: no mapping is that fast). `complete` is False
-    when a search was cut short."""
+    when a search was cut short. `tables`: those searches' tables, each complete within its
+    budget (`ffm.consumers.complete_within`: what an output costs its readers)."""
     held: dict[str, Constraints]
     lows: dict[str, float] | None
     complete: bool
+    tables: dict = field(default_factory=dict)
 
     @property
     def total(self) -> float:
@@ -145,7 +148,7 @@ def box_minima(workload: Workload, arch: Arch, constraints: dict[str, Constraint
     complete = all(s.complete for _, _, s in minima.values())
     lows = {e: float(t["energy"].min()) for e, (t, _, _) in minima.items()} \
         if complete and all(len(t) for t, _, _ in minima.values()) else None
-    return BoxMinima(held, lows, complete)
+    return BoxMinima(held, lows, complete, complete_within(minima))
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,7 +180,7 @@ def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time
     wall = None if time_limit is None else time_limit * len(minima.lows)
     own = None if wall is None else time.perf_counter() + wall
     st = slack_tables(workload, arch, box.energy, minima.lows, minima.held, time_limit=wall, workers=workers,
-                      progress=progress, max_rows=PROOF_ROWS, uniform=uniform,
+                      progress=progress, max_rows=PROOF_ROWS, uniform=uniform, minima_tables=minima.tables,
                       deadline=min((d for d in (own, deadline) if d is not None), default=None))
     return BoxTables(dict(st.results), not st.incomplete, st.uniform)
 

@@ -25,6 +25,11 @@ other Einsums cost in M, and each of those costs at least its minimum m_o:
   drops by Σ_f (m_e(c) - m_f), and a key where m_e(c) is above (β_e(c) + Σ_f m_f) / (n + 1)
   gives e nothing (a search within that finds m_e(c) wherever it is below). Once searched,
   such readers join R_e(c) at the key (`rest_by_key`'s `readers`).
+- **readers** (`ffm.consumers`, `minima_tables`): an Einsum f not yet searched that reads e's
+  output gives it the c_T d that e gives it, so it costs at least its least energy at d,
+  which a table of f complete within a budget bounds (the rising search that found m_f):
+  e's second pass holds a row whose output is at d to β_e(c) less that excess over m_f.
+  The one search answering siblings holds its rows to the least of their penalties.
 
 The keyed budgets are far tighter: the Einsums already searched count at what they cost
 together at the key they give (FFA and FFB together cost 1.40 mJ more than their minima at
@@ -43,11 +48,13 @@ import pandas as pd
 
 from arch.model import Arch
 from ffm.latency_bound import einsum_latency_floor
+from ffm.consumers import consumer_penalty
 from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, tagged_tensors, within_betas
 from pmapgen import Constraints, Stats
 from pmapgen.all_einsums import STOP, Job, generate_all, merge_parts, rename, run_searches, signature, union
 from pmapgen.constraints import with_latency
 from pmapgen.generate import TIME_LIMIT
+from pmapgen.key_budgets import OutputPenalty, least_penalty
 from pmapgen.prefixes import part_backings, part_floor
 from pmapgen.symmetry import key_mirror
 from workloads.model import Workload
@@ -399,6 +406,7 @@ class SlackTables:
     probe_seconds: float = 0.0  # the uniform budgets' searches (the probe), wall
     uniform: tuple[str, ...] = ()  # the Einsums whose tables are their uniform budgets' (the rest keyed)
     betas: dict = field(default_factory=dict)  # keyed Einsum -> {key: β} its searches held its keys to
+    penalties: dict = field(default_factory=dict)  # keyed Einsum -> the `OutputPenalty` its searches held it to
 
     @property
     def incomplete(self) -> tuple[str, ...]:
@@ -433,7 +441,8 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
                  constraints: dict[str, Constraints] | None = None, time_limit: float | None = None,
                  workers: int | None = None, progress: bool = False, max_rows: int | None = None,
                  probe: int = PROBE, uniform: tuple[str, ...] | None = None, probe_waiting: int | None = PROBE_WAITING,
-                 deadline: float | None = None, by_backing: int = BACKING_GROUP_FROM) -> SlackTables:
+                 deadline: float | None = None, by_backing: int = BACKING_GROUP_FROM,
+                 minima_tables: dict[str, tuple[pd.DataFrame, float]] | None = None) -> SlackTables:
     """Every Einsum's pmappings within its budgets (module docstring) for U = `bound` (pJ,
     the energy of a valid mapping) and each Einsum's minimum energy `minima`: tables
     holding, up to dominance within compatibility groups, every pmapping of every mapping
@@ -459,7 +468,12 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     (`sibling_betas`: at gpt3 batch 1, V's 669 keys become 3 and its searches take 33 s of
     CPU where they took 54); each rest joins the searched Einsums reading the tagged inputs at the key
     (`rest_by_key`'s `readers`), so K's and Q's budgets count V (and K) at its least there,
-    and the searches of siblings, one per backing group, answer each other's."""
+    and the searches of siblings, one per backing group, answer each other's.
+    `minima_tables` ({Einsum: (table, budget)}, each complete within its budget: the rising
+    searches that found `minima`) bound what each keyed Einsum's output costs its readers
+    at its c_T (`ffm.consumers`): its second pass holds a row whose output is at d to β
+    less that penalty (for siblings sharing the search, the least of theirs), and its table
+    keeps the rows within its own."""
     names = workload.einsum_names
     limit = bound * (1 + RTOL)
     first = names if uniform is None else tuple(uniform)
@@ -482,6 +496,8 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     rest_seconds = {e: 0.0 for e in results}
     searched: dict = {}
     held: dict = {}
+    penalties: dict = {}
+    leasts: dict = {}  # Einsum -> its first pass's floors (`search_keys`): its least energy per key
     for e in names:
         if e in results:
             continue
@@ -499,17 +515,23 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         if twins and betas:
             low = [minima[f] for f in twins]
             first = {k: (b + sum(low)) / (len(low) + 1) for k, b in betas.items()}
-            ks = search_keys(e, first, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
-                             deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}, least per key",
-                             max_rows=max_rows, by_backing=grouping, own_budgets=True)
-            betas = sibling_betas(betas, first, ks.floors, low)
-            explored, evaluated, searches[e] = ks.explored, ks.evaluated, ks.searches
+            known = _siblings_least(workload, e, free, names, constraints, leasts, betas)
+            if known is None:
+                ks = search_keys(e, first, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
+                                 deadline=deadline, workers=workers, progress=progress,
+                                 desc=f"slack: {e}, least per key", max_rows=max_rows, by_backing=grouping,
+                                 own_budgets=True)
+                known = leasts[e] = ks.floors
+                explored, evaluated, searches[e] = ks.explored, ks.evaluated, ks.searches
+            betas = sibling_betas(betas, first, known, low)
         held[e] = betas
+        own, shared = _penalties(workload, e, free, twins, minima, minima_tables)
+        penalties[e] = shared
         ks = search_keys(e, betas, 0.0, workload, arch, (constraints or {}).get(e), searched, time_limit,
                          deadline=deadline, workers=workers, progress=progress, desc=f"slack: {e}", max_rows=max_rows,
-                         by_backing=grouping, own_budgets=True, sub_parts=sub_parts) if betas else None
+                         by_backing=grouping, own_budgets=True, sub_parts=sub_parts, penalty=shared) if betas else None
         searches[e] += ks.searches if ks else 0
-        parts = [{e: (table[within_betas(table, betas)], templates, stats)}
+        parts = [{e: (table[within_betas(table, betas, own)], templates, stats)}
                  for table, templates, stats in (ks.results.values() if ks else ()) if len(table)]
         table, templates, _ = union(*parts)[e] if parts else (pd.DataFrame(), [], None)
         complete = not (ks and ks.cut)
@@ -519,4 +541,31 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         if complete:
             tables[e] = table
     return SlackTables({e: results[e] for e in names}, bound, dict(minima), keys, searches, rest_seconds,
-                       probe_seconds, tuple(e for e in names if e in pre and pre[e][2].complete), held)
+                       probe_seconds, tuple(e for e in names if e in pre and pre[e][2].complete), held, penalties)
+
+
+def _siblings_least(workload: Workload, e: str, free: tuple, names: tuple, constraints: dict | None,
+                    leasts: dict, betas: dict) -> dict | None:
+    """A sibling's first-pass floors (`leasts`) holding every key of `betas`: e's least energy
+    at each, since the sibling is e up to names and reads e's tagged inputs in the same place
+    (`siblings`); None if no sibling searched so has them all (e then runs its own). Its
+    least at a key is not in its table: that holds only the rows within their output's
+    penalty (`_penalties`)."""
+    for s in siblings(workload, free, e, constraints, among=names):
+        got = leasts.get(s)
+        if got is not None and all(got.get(k) is not None for k in betas):
+            return got
+    return None
+
+
+def _penalties(workload: Workload, e: str, free: tuple, twins: tuple, minima: dict[str, float],
+               minima_tables: dict | None) -> tuple[OutputPenalty | None, OutputPenalty | None]:
+    """e's own `ffm.consumers.consumer_penalty` (its readers among `free`, its siblings
+    `twins` aside: `sibling_betas` counts them), and the least of its and its siblings'
+    (the one search answers theirs, each output read at the same rank positions)."""
+    if not minima_tables:
+        return None, None
+    group = (e,) + twins
+    counted = tuple(x for x in free if x not in group)
+    each = [consumer_penalty(workload, s, counted, minima, minima_tables) for s in group]
+    return each[0], least_penalty(each, workload.einsum(e).output.tensor)

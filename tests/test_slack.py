@@ -111,8 +111,9 @@ def check_keyed_slack(workload, arch, pick: int) -> None:
     probe = rng.choice((4, 16, 64, 256, 1024))
     probe_waiting = rng.choice((None, 1, 4, 16, 64))
     by_backing = 0 if pick // 3 % 3 == 1 else BACKING_GROUP_FROM  # keys searched by backing group, each within its β
+    complete = minima_tables(tables, rng) if rng.random() < 0.6 else None
     keyed = slack_tables(workload, arch, bound, minima, workers=1, uniform=uniform, by_backing=by_backing,
-                         probe=probe, probe_waiting=probe_waiting)
+                         probe=probe, probe_waiting=probe_waiting, minima_tables=complete)
     budgets = slack_budgets(minima, bound)
     assert not keyed.incomplete and set(keyed.results) == set(order)
     for e, (table, _, _) in keyed.results.items():
@@ -134,7 +135,21 @@ def check_keyed_slack(workload, arch, pick: int) -> None:
                 workload, arch)
     assert np.isclose(ev.energy_pJ, optimum, rtol=RTOL)
     _bump(f"checked, {len(keyed.uniform)} of {len(order)} uniform" + (" by the probe" if uniform is None else "")
-          + (", by backing group" if by_backing == 0 else ""))
+          + (", by backing group" if by_backing == 0 else "")
+          + (f", {sum(p is not None for p in keyed.penalties.values())} penalized by readers" if complete else ""))
+
+
+def minima_tables(tables: dict, rng: random.Random) -> dict:
+    """Some Einsums' exhaustive tables cut at a budget drawn from their minimum up to their
+    largest energy: each complete within it, as a rising search's table is
+    (`ffm.consumers.consumer_penalty`'s input)."""
+    out = {}
+    for e, table in tables.items():
+        if rng.random() < 0.7:
+            energy = table["energy"].to_numpy(dtype=float)
+            budget = float(np.quantile(energy, rng.choice((0.0, 0.1, 0.3, 0.6, 1.0))))
+            out[e] = (table[energy <= budget], budget)
+    return out
 
 
 @settings(max_examples=10, **SETTINGS)
