@@ -27,7 +27,8 @@ class Constraints:
         them; `ffm.slack.latency_slack_tables` gives a consumer its producers' c_T).
     key_budgets: a budgeted prefix search's energy budget per combination of c_T of chosen
         shared tensors (`pmapgen.key_budgets.KeyBudgets`): a partial pmapping is held to
-        the largest budget of those it may still end at; None: the search's one budget.
+        the largest budget of those it may still end at, less its output's penalty at its
+        c_T if the budgets carry one (`OutputPenalty`); None: the search's one budget.
     latency_budget: seconds every pmapping kept takes at most (needs "latency" among the
         objectives: `check_latency_budget`). The prefix search drops a partial pmapping
         whose latency floor is above it (`pmapgen.latency_floor`); every generator drops
