@@ -57,7 +57,7 @@ from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
 from pmapgen.latency_floor import (latency, latency_floor, latency_floor_of, latency_terms, port_sets, reach,
                                    used_instances)
-from pmapgen.pareto import dominated, group_labels, pareto_mask
+from pmapgen.pareto import dominated, group_labels, pareto_mask, state_frontier
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
                                space, storage_state)
@@ -924,7 +924,7 @@ class _Search:
         state = np.column_stack([np.concatenate([full(wcols[c], n), full(ncols[c], m)]) for c in names])
         crit = np.column_stack([np.concatenate([full(a, n), full(b, m)])
                                 for a, b in zip(self._criteria(wide, wcols), self._criteria(narrow, ncols))])
-        return pareto_mask(crit, group_labels(state))[n:]
+        return state_frontier(state, crit)[n:]
 
     def _state_columns(self, key: Key, cols: dict) -> list[str]:
         """What continuations need equal: extents (which tile choices divide), the fused
@@ -1011,8 +1011,8 @@ class _Search:
         if not criteria:  # every row equal in every criterion: all kept, as the filter keeps ties
             return np.ones(n, dtype=bool)
         state = [v for v in (cols[c] for c in self._state_columns(key, cols)) if v.strides[0]]
-        groups = group_labels(np.array(state).T) if state else np.zeros(n, dtype=np.int64)
-        return pareto_mask(np.array(criteria, dtype=np.float64).T, groups)
+        x = np.array(criteria, dtype=np.float64).T
+        return state_frontier(np.array(state).T, x) if state else pareto_mask(x)
 
     # ---- moves on columns ----------------------------------------------------------------
     def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:
@@ -1520,7 +1520,7 @@ class _Search:
         n = len(final["sid"])
         names = [c for c in final if c.startswith("res:")] + ["energy"] * self.energy + ["latency"] * self.latency
         crit = np.column_stack([full(final[c], n) for c in names]).astype(np.float64, copy=False)
-        return pareto_mask(crit, group_labels(np.column_stack([final["sid"], final["ft"]])))
+        return state_frontier(np.column_stack([final["sid"], final["ft"]]), crit)
 
     # ---- the end -----------------------------------------------------------------------
     def lower_bound(self) -> float:
@@ -1549,7 +1549,7 @@ class _Search:
                                           np.int64) for k, _, f in self.done])
         fts = np.concatenate([_zero_padded(f["ft"], ft_width) for *_, f in self.done])
         # one compatibility group: the same fused structure and F, the same fused tiles
-        keep = pareto_mask(crit, group_labels(np.column_stack([ids, fts])))
+        keep = state_frontier(np.column_stack([ids, fts]), crit)
         out, first = [], 0
         for key, rid, f in self.done:
             n = len(f["energy"])
