@@ -126,8 +126,10 @@ class KeyLookup:
         self.top = budgets.top
         index = {m.name: k for k, m in enumerate(arch.path(unit))}
         self.best: dict[tuple, float] = {}  # per subset of the tensors, their (tensor, level, loops) -> largest β
+        signs: dict = {}  # (tensor, c_T) -> its entry: keys share each tensor's c_T (AV at batch 1: 40,118 keys)
         for key, beta in budgets.items:
-            sig = [(t, index[level], self._multiset(t, loops)) for t, (level, loops) in key]
+            sig = [signs.get(tc) or signs.setdefault(tc, (tc[0], index[tc[1][0]], self._multiset(tc[0], tc[1][1])))
+                   for tc in key]
             for n in range(1, len(sig) + 1):
                 for part in combinations(sig, n):
                     if self.best.get(part, -np.inf) < beta:

@@ -79,6 +79,16 @@ class Key:
         """Grows with every move (`Prefix.progress`)."""
         return self.prefix.progress
 
+    def __hash__(self) -> int:
+        # computed once, as `Prefix`'s: a key is looked up at every push, and its events are nested tuples
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash((self.prefix, self.fused, self.depth_f, self.lifetimes))
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (hashes are per process)
+
 
 @dataclass
 class Record:
@@ -163,23 +173,30 @@ _SHARED_MEMOS: dict = {}  # `templates.Space.memo` per space: storage states are
 
 
 def _concat(parts: list[dict]) -> dict:
-    """Waiting parts (`_compact`) as one set of columns, each at its full width (`_wide`)."""
+    """Waiting parts (`_compact`) as one set of columns, each at its full width (`_WIDE`)."""
     width = max(p["tiles"].shape[1] for p in parts)
-    out = {c: np.concatenate([p[c] for p in parts], dtype=_wide(parts[0][c].dtype)) for c in parts[0]
+    out = {c: np.concatenate([p[c] for p in parts], dtype=_WIDE[parts[0][c].dtype]) for c in parts[0]
            if c != "tiles"}
     out["tiles"] = np.concatenate([_zero_padded(p["tiles"], width) for p in parts], dtype=np.int64)
     return out
 
 
-def _wide(dtype: np.dtype) -> np.dtype:
-    """The type a column is computed in: int64 for integers, float64 for floats (`_compact`
-    may hold a waiting part's columns narrower)."""
-    return np.dtype(np.int64) if dtype.kind in "ui" else np.dtype(np.float64) if dtype.kind == "f" else dtype
+class _Wide(dict):
+    """dtype -> the type a column is computed in: int64 for integers, float64 for floats
+    (`_compact` may hold a waiting part's columns narrower); a lookup, not a call, per column."""
+
+    def __missing__(self, dtype: np.dtype) -> np.dtype:
+        out = self[dtype] = (np.dtype(np.int64) if dtype.kind in "ui" else np.dtype(np.float64) if dtype.kind == "f"
+                             else dtype)
+        return out
+
+
+_WIDE = _Wide()
 
 
 def _widened(cols: dict) -> dict:
-    """A waiting part (`_compact`) with every column back at its full width (`_wide`)."""
-    return {c: v if v.dtype == _wide(v.dtype) else v.astype(_wide(v.dtype)) for c, v in cols.items()}
+    """A waiting part (`_compact`) with every column back at its full width (`_WIDE`)."""
+    return {c: v if (w := _WIDE[v.dtype]) == v.dtype else v.astype(w) for c, v in cols.items()}
 
 
 def _zero_padded(a: np.ndarray, width: int) -> np.ndarray:
@@ -322,6 +339,15 @@ class _Search:
         self.levels = tracked_levels(arch, unit)
         self.n_res = len(self.e.rank_variables) + 1  # res:<level>:k for k = 0..(most fused loops)
         self.shared = [t for t in self.e.tensors if workload.is_shared(t)]
+        # column names, formatted once: a search reads them hundreds of thousands of times
+        ranks, tensors = self.e.rank_variables, self.e.tensors
+        self._ecols, self._tcols = tuple((r, f"e:{r}") for r in ranks), tuple((r, f"t:{r}") for r in ranks)
+        self._fcols, self._bcols = tuple((x, f"f:{x}") for x in tensors), tuple((x, f"b:{x}") for x in tensors)
+        self._res_cols = {lv: tuple(f"res:{lv}:{k}" for k in range(self.n_res)) for lv in self.levels}
+        self._all_res = tuple(c for lv in self.levels for c in self._res_cols[lv])
+        self._backing_cols = {lv: f"backing:{lv}" for lv in self.levels}
+        self._tile_cols = {x: tuple(f"e:{r}" for r in self.e.use(x).ranks) for x in tensors}
+        self._distinct_cols = {x: tuple(f"t:{r}" for r in self.e.use(x).ranks) for x in tensors}
         self.mirror = find_mirror(self.e, workload, self.sp, given, tuple(self.shared)) \
             if self.fixed is None and self.fixed_tensors is None else \
             self_mirror(self.e, workload, self.sp, given, tuple(self.shared))
@@ -390,22 +416,19 @@ class _Search:
 
     # ---- columns <-> the model's Above -------------------------------------------------
     def _above(self, cols: dict, depth: int, lifetimes: dict) -> Above:
-        t = self.e.tensors
-        return Above(extents={r: cols[f"e:{r}"] for r in self.e.rank_variables},
-                     temporal={r: cols[f"t:{r}"] for r in self.e.rank_variables}, time=cols["time"],
-                     fills={x: cols[f"f:{x}"] for x in t}, instances=cols["inst"],
-                     between={x: cols[f"b:{x}"] for x in t}, depth=depth, lifetime=lifetimes)
+        return Above(extents={r: cols[c] for r, c in self._ecols}, temporal={r: cols[c] for r, c in self._tcols},
+                     time=cols["time"], fills={x: cols[c] for x, c in self._fcols}, instances=cols["inst"],
+                     between={x: cols[c] for x, c in self._bcols}, depth=depth, lifetime=lifetimes)
 
-    @staticmethod
-    def _store(cols: dict, above: Above) -> None:
-        for r, v in above.extents.items():
-            cols[f"e:{r}"] = v
-        for r, v in above.temporal.items():
-            cols[f"t:{r}"] = v
-        for x, v in above.fills.items():
-            cols[f"f:{x}"] = v
-        for x, v in above.between.items():
-            cols[f"b:{x}"] = v
+    def _store(self, cols: dict, above: Above) -> None:
+        for r, c in self._ecols:
+            cols[c] = above.extents[r]
+        for r, c in self._tcols:
+            cols[c] = above.temporal[r]
+        for x, c in self._fcols:
+            cols[c] = above.fills[x]
+        for x, c in self._bcols:
+            cols[c] = above.between[x]
         cols["time"], cols["inst"] = above.time, above.instances
 
     # ---- the search ----------------------------------------------------------------------
@@ -931,7 +954,7 @@ class _Search:
         structure and tiles (the compatibility group and key) and, if latency is a
         criterion, the spatial factors."""
         spatial = sorted(c for c in cols if c.startswith("sp:")) + ["inst"] if self.latency else []
-        return ([f"e:{r}" for r in self.e.rank_variables] + spatial
+        return ([c for _, c in self._ecols] + spatial
                 + sorted(c for c in cols if c.startswith("ft:")) + ["sid"])
 
     def _criteria(self, key: Key, cols: dict) -> list[np.ndarray]:
@@ -949,13 +972,13 @@ class _Search:
                 if k in closed:  # final: at most `least` is as good as none (`_closed_ports`)
                     x = np.maximum(x / used[k], self.latency_terms.least)
                 out.append(full(x, n))
-        out += [cols[f"res:{lv}:{k}"] for lv in self.levels for k in range(self.n_res)]
+        out += [cols[c] for c in self._all_res]
         # (a tensor whose accesses to come reach no finite port moves no latency: `_unbound`)
         free = self._unbound(key.prefix) if self.latency and not self.energy and UNBOUND_TENSORS else frozenset()
-        out += [cols["time"]] + [cols[f"f:{t}"] for t in sorted(self._open(key.prefix)) if t not in free]
+        out += [cols["time"]] + [cols["f:" + t] for t in sorted(self._open(key.prefix)) if t not in free]
         out += [] if self.latency else [cols["inst"]]
-        out += [_negated(cols[f"b:{t}"]) for t in self.e.tensors if t not in free]
-        out += [-math.prod(cols[f"t:{r}"] for r in self.e.use(t).ranks) for t in self.e.tensors
+        out += [_negated(cols[c]) for t, c in self._bcols if t not in free]
+        out += [-math.prod(cols[c] for c in self._distinct_cols[t]) for t in self.e.tensors
                 if self.e.is_output(t) and t not in free]
         return out
 
@@ -1283,11 +1306,12 @@ class _Search:
                     unit, _ = capacity_unit(self.a, node.level)
                     size = values * (1 if unit == "values" else bits) * np.ones(n)
                     if is_backing:
-                        out[f"backing:{node.level}"] = out[f"backing:{node.level}"] + size
+                        c = self._backing_cols[node.level]
+                        out[c] = out[c] + size
                     else:
                         lt = above.lifetime[t] if depth_f is None else min(above.lifetime[t], depth_f)
-                        for j in range(lt, self.n_res):
-                            out[f"res:{node.level}:{j}"] = out[f"res:{node.level}:{j}"] + size
+                        for c in self._res_cols[node.level][lt:]:
+                            out[c] = out[c] + size
                 above = after_storage(above, t)
         if depth_f is None and not prefix.fused:
             depth_f = p.depth
@@ -1330,7 +1354,7 @@ class _Search:
             for i, v in enumerate(each):
                 values[i] = v  # (a value broadcast to every row)
             size = factors @ values
-            ok[runs] &= cols[f"res:{lv}:{self.n_res - 1}"] + cols[f"backing:{lv}"] + size <= capacity
+            ok[runs] &= cols[self._res_cols[lv][-1]] + cols[self._backing_cols[lv]] + size <= capacity
         return ok
 
     def _close_fills(self, cols: dict, prefix: Prefix) -> None:
@@ -1608,10 +1632,10 @@ def _rows(cols: dict, index: np.ndarray) -> dict:
         index = np.flatnonzero(index)  # once: a mask is scanned again by every column it indexes
     out, n = {}, len(index)
     for c, v in cols.items():
-        if v.ndim == 1 and len(v) and not v.strides[0]:
-            out[c] = v[:n] if n <= len(v) else full(v[:1], n)  # (a slice keeps the zero stride)
-        else:  # (take: a 2-D column's rows at a seventh of indexing's cost)
+        if v.strides[0] or v.ndim != 1 or not len(v):  # (take: a 2-D column's rows at a seventh of indexing's cost)
             out[c] = v[index] if v.ndim == 1 else v.take(index, axis=0)
+        else:
+            out[c] = v[:n] if n <= len(v) else full(v[:1], n)  # (a slice keeps the zero stride)
     return out
 
 
