@@ -386,6 +386,7 @@ class _Search:
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._rooms: tuple = (None, None)  # (those columns, their `_room`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
+        self._prefixes: dict = {}  # Prefix -> the one object equal to it (`_interned`)
         self._narrower: dict = {}  # `_masked` key -> the waiting keys after a temporal loop (`_prune_narrower`)
         self._masks: dict = {}  # Key -> `_masked`
         self.stats = Stats()
@@ -829,7 +830,7 @@ class _Search:
                     _SHARED_MOVES.setdefault(self._space_key, {})[prefix] = out
             if self._orders and prefix.block and not prefix.backing:
                 out = ([o for o in out[0] if o[2] is not None or self._ordered(prefix, o[0])], out[1])
-            self._move_lists[prefix] = out
+            out = self._move_lists[prefix] = ([(m, self._interned(a), d) for m, a, d in out[0]], out[1])
         return out
 
     def _ordered(self, prefix: Prefix, move: Move) -> bool:
@@ -1035,7 +1036,9 @@ class _Search:
             return np.ones(n, dtype=bool)
         state = [v for v in (cols[c] for c in self._state_columns(key, cols)) if v.strides[0]]
         x = np.array(criteria, dtype=np.float64).T
-        return state_frontier(np.array(state).T, x) if state else pareto_mask(x)
+        if not state:  # (in C layout: the filter's layout `pmapgen.all_einsums.warm_kernels` loads)
+            return pareto_mask(np.ascontiguousarray(x))
+        return state_frontier(np.array(state).T, x)
 
     # ---- moves on columns ----------------------------------------------------------------
     def _extend(self, rid: int, key: Key, move: Move, prefix: Prefix, cols: dict, lifetimes: dict) -> None:
@@ -1372,6 +1375,11 @@ class _Search:
             out = self._opens[prefix] = storage_state(self.sp, prefix).open
         return out
 
+    def _interned(self, prefix: Prefix) -> Prefix:
+        """The one object of this search equal to `prefix`: the dicts keyed by prefixes (and
+        by keys holding them) then find it by identity instead of comparing every field."""
+        return self._prefixes.setdefault(prefix, prefix)
+
     def _key(self, prefix: Prefix, sids: np.ndarray, depth_f: int | None, lifetimes: dict) -> Key:
         """The merge key of rows with structure ids `sids` (all of one multiset of fused
         events: they come from one key by one move): below the fused region depths past
@@ -1386,7 +1394,8 @@ class _Search:
                           for r, n in zip(self.sp.relevance, prefix.loops))
             depth = prefix.depth if depth_f is None else min(prefix.depth, depth_f + 1)
             block = block_set(prefix.block) if BLOCK_SETS else prefix.block
-            normal = self._normal[prefix, depth_f] = prefix.but(loops=loops, depth=depth, block=block)
+            normal = self._normal[prefix, depth_f] = self._interned(prefix.but(loops=loops, depth=depth,
+                                                                               block=block))
         return Key(normal, self._multisets[int(sids[0])], depth_f, tuple(sorted(lifetimes.items())))
 
     def _access(self, out: dict, kind: str, level: str, bits) -> None:

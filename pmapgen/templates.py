@@ -196,6 +196,16 @@ class Move:
     (`Loop.tile` is the loop's position among the move's loops)."""
     nodes: tuple
 
+    def __hash__(self) -> int:
+        # computed once, as `Prefix`'s: a move is looked up at every key it extends (loop steps, storage adds)
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash(self.nodes)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (hashes are per process)
+
 
 def space(einsum: Einsum, workload: Workload, unit: str, arch: Arch, constraints: Constraints) -> Space:
     ranks = [r for r in einsum.rank_variables if workload.rank_sizes[r] > 1]

@@ -326,7 +326,8 @@ def test_workers_start_with_the_search_kernels_already_loaded():
         "from pmapgen.all_einsums import Workers\n"
         "from pmapgen import bounds, pareto\n"
         "def counts():\n"
-        "    return [len(f.overloads) for f in (bounds._floor, bounds._box_floor, pareto._pareto_sorted)]\n"
+        "    return [len(f.overloads) for f in (bounds._floor, bounds._box_floor, pareto._pareto_sorted,\n"
+        "                                        pareto._state_frontier)]\n"
         "print(counts(), multiprocessing.get_start_method())\n"
         "with Workers(2) as w:\n"
         "    print(w.pool().submit(counts).result())\n"
@@ -334,8 +335,10 @@ def test_workers_start_with_the_search_kernels_already_loaded():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     if not out[0].endswith(" fork"):
         pytest.skip("workers are spawned here, not forked: they load their kernels themselves")
-    assert out[0] == "[0, 0, 0] fork", out  # nothing loaded at import
-    assert out[1] == "[1, 1, 2]", out  # both memory layouts of the Pareto kernel's criteria
+    assert out[0] == "[0, 0, 0, 0] fork", out  # nothing loaded at import
+    # the Pareto filter's C layout (the tables' prunes), and both layouts of a batch's
+    # frontier (`pareto.state_frontier`: stacked by the prefix search's prune, or column by column)
+    assert out[1] == "[1, 1, 1, 2]", out
 
 
 def _collector():
