@@ -346,7 +346,6 @@ class _Search:
         self._res_cols = {lv: tuple(f"res:{lv}:{k}" for k in range(self.n_res)) for lv in self.levels}
         self._all_res = tuple(c for lv in self.levels for c in self._res_cols[lv])
         self._backing_cols = {lv: f"backing:{lv}" for lv in self.levels}
-        self._tile_cols = {x: tuple(f"e:{r}" for r in self.e.use(x).ranks) for x in tensors}
         self._distinct_cols = {x: tuple(f"t:{r}" for r in self.e.use(x).ranks) for x in tensors}
         self.mirror = find_mirror(self.e, workload, self.sp, given, tuple(self.shared)) \
             if self.fixed is None and self.fixed_tensors is None else \
