@@ -33,6 +33,7 @@ from ffm import reservations
 from ffm.compatibility import START, Key, Pairs, factorize_keys, group_pairs, pmapping_groups
 from ffm.epsilon import epsilon_mask
 from pmapgen.capacity import capacity_unit, finite_levels
+from pmapgen.pareto import group_labels
 from workloads.model import Workload
 
 BATCH_ROWS = 1 << 19  # joined rows built at once; memory stays bounded however large a step
@@ -153,17 +154,19 @@ def _work(pairs: Pairs, p_count: np.ndarray, y_count: np.ndarray) -> list[tuple[
 
 def join_step(partial: Partial, table: pd.DataFrame, einsum: str, later: set[str],
               workload: Workload, arch: Arch, depth: int,
-              fresh: Callable[[Columns], Columns] | None = None,
+              admit: Callable[[Columns], np.ndarray] | None = None,
               merge: Callable[[Columns], Columns] | None = None,
-              counted: list[int] | None = None) -> Partial:
+              counted: list[tuple[int, int]] | None = None) -> Partial:
     """Every compatible (partial mapping, pmapping of `einsum`) pair, with consolidated
     reservations, within capacity; `later` holds the Einsums not yet joined after this one.
 
-    The pairs are built in batches of about BATCH_ROWS rows; `fresh` is applied to each new
-    batch and `merge` (e.g. exact pruning, which commutes with taking unions) to the kept
-    rows whenever they exceed a batch, so a large step never holds all its pairs at once.
-    `counted` receives the number of pairs within capacity, batch by batch."""
-    fresh = fresh or (lambda df: df)
+    The pairs are built in batches of about BATCH_ROWS rows. `admit` masks each batch on
+    its objectives and `row:` columns alone, before the reservations are built: a bound
+    admits a fifth of the pairs a proof's join builds at batch 1 (AV's rest, ninety-first
+    session), and the reservations are most of a pair's cost. `merge` (e.g. exact
+    pruning, which commutes with taking unions) is applied to the kept rows whenever they
+    exceed a batch, so a large step never holds all its pairs at once. `counted` receives,
+    batch by batch, (pairs built, pairs admitted and within capacity)."""
     levels = finite_levels(arch)
     pcols = dict(partial.frame)
     pgroups = pcols.pop("group")
@@ -182,11 +185,16 @@ def join_step(partial: Partial, table: pd.DataFrame, einsum: str, later: set[str
         g = pair[item]
         ip = p_order[p_start[pairs.p[g]] + lo[item] + local // n_y[item]]
         iy = y_order[y_start[pairs.y[g]] + local % n_y[item]]
-        df = _combine(pcols, ip, y, iy, pairs, g, einsum, levels, depth, arch)
+        df = _objectives(pcols, ip, y, iy, pairs, g, einsum)
+        built = rows_in(df)
+        if admit is not None and built:
+            ok = admit(df)
+            df, ip, iy, g = _take(df, ok), ip[ok], iy[ok], g[ok]
+        df = _reserve(df, pcols, ip, y, iy, pairs, g, levels, depth, arch)
         if counted is not None:
-            counted.append(rows_in(df))
-        out.append(fresh(df))
-        kept_rows += rows_in(out[-1])
+            counted.append((built, rows_in(df)))
+        out.append(df)
+        kept_rows += rows_in(df)
         if merge is not None and kept_rows > BATCH_ROWS and len(out) > 1:
             out = [merge(_concat(out))]
             kept_rows = rows_in(out[0])
@@ -197,15 +205,22 @@ def join_step(partial: Partial, table: pd.DataFrame, einsum: str, later: set[str
     return Partial(_concat(out), pairs.keys)
 
 
-def _combine(p: dict[str, np.ndarray], ip: np.ndarray, y: _Table, iy: np.ndarray, pairs: Pairs, g: np.ndarray,
-             einsum: str, levels: list[str], depth: int, arch: Arch) -> Columns:
-    """The joined rows (partial row ip[i] with pmapping row iy[i], of group pair g[i]) that
-    fit every level."""
+def _objectives(p: dict[str, np.ndarray], ip: np.ndarray, y: _Table, iy: np.ndarray, pairs: Pairs, g: np.ndarray,
+                einsum: str) -> Columns:
+    """The joined rows' (partial row ip[i] with pmapping row iy[i], of group pair g[i])
+    group, `row:` columns and objectives: what a bound reads."""
     cols = {"group": pairs.key[g]}
     cols.update({c: v[ip] for c, v in p.items() if c.startswith("row:")})
     cols[f"row:{einsum}"] = y.labels[iy]
     cols["energy"] = p["energy"][ip] + y.energy[iy]
     cols["latency"] = p["latency"][ip] + y.latency[iy]
+    return cols
+
+
+def _reserve(cols: Columns, p: dict[str, np.ndarray], ip: np.ndarray, y: _Table, iy: np.ndarray, pairs: Pairs,
+             g: np.ndarray, levels: list[str], depth: int, arch: Arch) -> Columns:
+    """`cols` (`_objectives`' rows) with their reservation columns, those that fit every
+    level."""
     ok = np.ones(len(ip), dtype=bool)
     s, fy, s_next = pairs.s[g], pairs.fy[g], pairs.s_next[g]
     backing = y.backing[iy]
@@ -240,14 +255,15 @@ def prune_partial(partial: Columns, objectives: tuple[str, ...], delta: float = 
     crit = criteria_columns(list(partial), objectives, keep_peak)
     groups = partial["group"]
     if tag is not None:
-        groups = np.unique(np.column_stack([groups, tag(partial)]), axis=0, return_inverse=True)[1].reshape(-1)
+        groups = group_labels(np.column_stack([groups, tag(partial)]))
     return _take(partial, epsilon_mask(np.column_stack([partial[c] for c in crit]), groups, delta))
 
 
 @dataclass(frozen=True)
 class Step:
-    """What one join step produced: rows joined (within capacity), admitted by the bound,
-    kept by pruning."""
+    """What one join step produced: pairs of compatible groups built (`joined`), of those
+    admitted by the bound and within capacity (`admitted`; without a bound, all those
+    within capacity), kept by pruning."""
     einsum: str
     joined: int
     admitted: int
@@ -266,7 +282,8 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
     `delta` > 0 ε-prunes every step but the last (the last prunes exactly: coarsening it
     would only lose precision). The callbacks read a step's partial mappings as `Columns`:
     `admit(i, partial)` (after joining the i-th Einsum) masks the rows that may still be
-    part of a wanted mapping; `narrow(i, frame)` masks (or indexes) the rows of a step's
+    part of a wanted mapping, reading only their `group`, `row:` columns and objectives
+    (it runs before their reservations are built, `join_step`); `narrow(i, frame)` masks (or indexes) the rows of a step's
     pruned result to go on with (default: all). `on_step(einsum, kept)` is called
     after every step; `trace` collects a `Step` per step. `keep_peak` keeps every mapping whose
     peak usage of some level is not matched by a mapping at least as good (otherwise a
@@ -278,23 +295,16 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
     depth = max([int(t["fused_depth"].max()) for t in tables.values() if len(t)] + [0])
     partial = initial(arch, depth)
     for i, e in enumerate(order):
-        joined_parts: list[int] = []
-        admitted_parts: list[int] = []
-
-        def fresh(df: Columns, i=i) -> Columns:  # admit batch by batch; prune when they pile up
-            if admit is not None and rows_in(df):
-                df = _take(df, admit(i, df))
-            admitted_parts.append(rows_in(df))
-            return df
-
-        partial = join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth, fresh,
-                            lambda df: prune_partial(df, objectives, keep_peak=keep_peak, tag=tag), joined_parts)
+        counted: list[tuple[int, int]] = []
+        step_admit = None if admit is None else (lambda df, i=i: admit(i, df))
+        partial = join_step(partial, tables[e], e, set(order[i + 1:]), workload, arch, depth, step_admit,
+                            lambda df: prune_partial(df, objectives, keep_peak=keep_peak, tag=tag), counted)
         frame = prune_partial(partial.frame, objectives, delta if i < len(order) - 1 else 0.0, keep_peak, tag)
         if narrow is not None:
             frame = _take(frame, narrow(i, frame))
         partial = Partial(frame, partial.keys)
         if trace is not None:
-            trace.append(Step(e, sum(joined_parts), sum(admitted_parts), rows_in(frame)))
+            trace.append(Step(e, sum(b for b, _ in counted), sum(a for _, a in counted), rows_in(frame)))
         if on_step:
             on_step(e, rows_in(frame))
         if not rows_in(frame):

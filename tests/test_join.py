@@ -149,3 +149,39 @@ def test_held_tables_are_bounded_by_count_and_rows():
     assert list(cache) == [1, 0]  # the rows: 4 + 5 + 3 > 10 drops table 2, the least recently used
     join_module.hold(cache, 3, (tables[3], None), most=3, most_rows=10)
     assert list(cache) == [1, 0]  # 20 rows alone: not held
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(chains(), st.floats(0.0, 0.999))
+def test_a_bound_admits_the_mappings_below_it_of_the_whole_join(problem, fraction):
+    """`admit` runs on a batch's objectives before its reservations are built
+    (`ffm.join.join_step`); a bound that only rises as Einsums join (the energy so far
+    plus the least of those still to come) keeps exactly the whole join's mappings below
+    it: a dominated mapping's dominator costs no more, so it is admitted too."""
+    w, a = problem
+    tables = {}
+    for e in w.einsum_names:
+        table, _, stats = generate(e, w, a, time_limit=5.0)
+        if not stats.complete or table.empty:
+            return
+        tables[e] = table
+    whole = join(tables, w, a, keep_peak=True)  # (every peak kept: several energies where one mapping is best)
+    if whole.empty:
+        return
+    names = list(w.einsum_names)
+    least = [float(tables[e]["energy"].min()) for e in names]
+    # a bound between two of the whole join's energies, far from both (sums in another order differ by ulps)
+    energies = np.unique(whole["energy"].to_numpy())
+    k = int(fraction * (len(energies) - 1))
+    if len(energies) < 2 or energies[k + 1] - energies[k] < 1e-6 * energies[k + 1]:
+        return
+    bound = (energies[k] + energies[k + 1]) / 2
+    steps = []
+    admitted = join(tables, w, a, admit=lambda i, part: np.asarray(part["energy"]) + sum(least[i + 1:]) <= bound,
+                    trace=steps, keep_peak=True)
+    below = whole[whole["energy"] <= bound]
+    # (a tie of equal criteria may keep another mapping: the groups the bound leaves order the rows)
+    values = [c for c in whole.columns if c != "rows" and not c.startswith("row:")]
+    assert sorted(admitted[values].itertuples(index=False)) == sorted(below[values].itertuples(index=False))
+    assert len(below) < len(whole)
+    assert all(s.kept <= s.admitted <= s.joined for s in steps)

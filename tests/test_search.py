@@ -453,7 +453,9 @@ def test_dirty_pass_prunes_more_and_clean_pass_admits_less():
     r = search(tables, w, a, "energy", scout=0)
     dirty, clean = r.passes
     assert sum(s.kept for s in dirty.steps[:-1]) < sum(s.kept for s in exact.passes[0].steps[:-1])
-    assert sum(s.admitted for s in clean.steps[1:]) < sum(s.joined for s in exact.passes[0].steps[1:]) / 10
+    # (without a bound, `admitted` counts the pairs within capacity, which `joined` counted before
+    # the bound ran ahead of the reservations: ninety-first session)
+    assert sum(s.admitted for s in clean.steps[1:]) < sum(s.admitted for s in exact.passes[0].steps[1:]) / 10
     assert r.best["energy"][0] == exact.best["energy"][0]
 
 
