@@ -186,14 +186,14 @@ def rest_by_key(workload: Workload, arch: Arch, tables: dict[str, pd.DataFrame],
     if full.empty:
         return {}
     least = full.assign(tag=tag(full)).groupby("tag")["energy"].min()
-    out = {}
-    for code, energy in least.items():
-        key, rem = [], int(code)
-        for (t, _), u in zip(tagged, uniques):
-            rem, digit = divmod(rem, len(u) + 1)
-            key.append((t, u[digit - 1]))
-        out[tuple(key)] = float(energy) + tail
-    return out
+    rem, parts = least.index.to_numpy(dtype=np.int64), []
+    for (t, _), u in zip(tagged, uniques):  # each tensor's digit of the codes, as (tensor, c_T)
+        rem, digit = np.divmod(rem, len(u) + 1)
+        pairs = np.empty(len(u) + 1, dtype=object)
+        for i, c in enumerate(u, 1):  # (one by one: numpy would unpack the tuples)
+            pairs[i] = (t, c)
+        parts.append(pairs[digit])
+    return dict(zip(zip(*parts), (least.to_numpy(dtype=float) + tail).tolist()))
 
 
 
