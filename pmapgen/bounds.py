@@ -343,6 +343,16 @@ def _floor(out, threshold, monotone, energy, spread, compute_pJ, ints, free, row
     partial_refetched = np.empty(n_tensors, dtype=np.int64)  # and those once a temporal loop is forced
     capped = np.ones((n_tensors, n_fan), dtype=np.int64)  # per tensor and fanout level: the most spread left
     ratio = np.ones((n_tensors, n_fan))  # the dims' sizes over it
+    # the (tensor, fanout level) pairs some way reads them at (an open level): a tenth of
+    # them in V's searches at batch 1, so the rest are not computed row by row
+    needed = np.zeros((n_tensors, n_fan), dtype=np.bool_)
+    for w in range(n_ways):
+        for a in range(n_fan):
+            if has_leaf[w] and leaf_open[w, a]:
+                needed[way_tensor[w], a] = True
+            for j in range(n_pieces[w]):
+                if const_open[w, j, a]:
+                    needed[way_tensor[w], a] = True
     dead = False
     for i in range(n):
         r = rows[i]
@@ -373,6 +383,8 @@ def _floor(out, threshold, monotone, energy, spread, compute_pJ, ints, free, row
             partial[t] = max(q[n_ranks + t] - q[n_ranks + 2 * n_tensors + t], 0) * flat
             partial_refetched[t] = (time - q[n_ranks + 2 * n_tensors + t]) * flat
             for a in range(n_fan):
+                if not needed[t, a]:
+                    continue
                 full, most = np.int64(1), np.int64(1)
                 for b in range(n_dims):
                     size = dim_spread[a, b, t]
