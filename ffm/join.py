@@ -283,8 +283,8 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
     would only lose precision). The callbacks read a step's partial mappings as `Columns`:
     `admit(i, partial)` (after joining the i-th Einsum) masks the rows that may still be
     part of a wanted mapping, reading only their `group`, `row:` columns and objectives
-    (it runs before their reservations are built, `join_step`); `narrow(i, frame)` masks (or indexes) the rows of a step's
-    pruned result to go on with (default: all). `on_step(einsum, kept)` is called
+    (it runs before their reservations are built, `join_step`); `narrow(i, frame)` masks
+    (or indexes) the rows of a step's pruned result to go on with (default: all). `on_step(einsum, kept)` is called
     after every step; `trace` collects a `Step` per step. `keep_peak` keeps every mapping whose
     peak usage of some level is not matched by a mapping at least as good (otherwise a
     mapping's peak is reported, not optimised). `tag(frame)` (an integer per row, from its
