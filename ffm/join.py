@@ -284,12 +284,13 @@ def join(tables: dict[str, pd.DataFrame], workload: Workload, arch: Arch,
     `admit(i, partial)` (after joining the i-th Einsum) masks the rows that may still be
     part of a wanted mapping, reading only their `group`, `row:` columns and objectives
     (it runs before their reservations are built, `join_step`); `narrow(i, frame)` masks
-    (or indexes) the rows of a step's pruned result to go on with (default: all). `on_step(einsum, kept)` is called
-    after every step; `trace` collects a `Step` per step. `keep_peak` keeps every mapping whose
-    peak usage of some level is not matched by a mapping at least as good (otherwise a
-    mapping's peak is reported, not optimised). `tag(frame)` (an integer per row, from its
-    `row:` columns) keeps the best mappings of every tag, not only of every group
-    (`prune_partial`; e.g. the least rest per key of a wildcard, `ffm.refine`).
+    (or indexes) the rows of a step's pruned result to go on with (default: all).
+    `on_step(einsum, kept)` is called after every step; `trace` collects a `Step` per step.
+    `keep_peak` keeps every mapping whose peak usage of some level is not matched by a
+    mapping at least as good (otherwise a mapping's peak is reported, not optimised).
+    `tag(frame)` (an integer per row, from its `row:` columns) keeps the best mappings of
+    every tag, not only of every group (`prune_partial`; e.g. the least rest per key of a
+    wildcard, `ffm.refine`).
     """
     order = list(workload.einsum_names)
     depth = max([int(t["fused_depth"].max()) for t in tables.values() if len(t)] + [0])
