@@ -375,6 +375,9 @@ class _Search:
         if len(_SHARED_MEMOS) >= SHARED_FLOORS and self._space_key not in _SHARED_MEMOS:
             _SHARED_MEMOS.clear()
         self.sp = replace(self.sp, memo=_SHARED_MEMOS.setdefault(self._space_key, {}))
+        # this space's `_SHARED_MOVES`, looked up once: the key hashes the arch field by field
+        # (1% of the energy set's workers when `_moves` looked it up per prefix)
+        self._shared_moves: dict = _SHARED_MOVES.setdefault(self._space_key, {})
         self._move_adds: dict = {}  # storage Move -> `_adds`
         self._fanouts: dict = {}  # spatial dim -> `_fanout`
         self._tile_checks: dict = {}  # structure id -> `pmapgen.fixed_key.tile_checks` (a keyed search's)
@@ -818,7 +821,7 @@ class _Search:
         in this process found (`_SHARED_MOVES`)."""
         out = self._move_lists.get(prefix)
         if out is None:
-            out = _SHARED_MOVES.get(self._space_key, {}).get(prefix)
+            out = self._shared_moves.get(prefix)
             if out is None:
                 adds, plan = self._runs(prefix)
                 options = [(move, after, adds[i] if i < len(adds) else None)
@@ -826,7 +829,7 @@ class _Search:
                 assert all(isinstance(move.nodes[0], Storage) == (a is not None) for move, _, a in options)
                 out = (options, plan)
                 if sum(map(len, _SHARED_MOVES.values())) < SHARED_MOVES:
-                    _SHARED_MOVES.setdefault(self._space_key, {})[prefix] = out
+                    self._shared_moves[prefix] = out
             if self._orders and prefix.block and not prefix.backing:
                 out = ([o for o in out[0] if o[2] is not None or self._ordered(prefix, o[0])], out[1])
             out = self._move_lists[prefix] = ([(m, self._interned(a), d) for m, a, d in out[0]], out[1])

@@ -26,6 +26,7 @@ so there only legality prunes; the rules marked * apply below it:
 from __future__ import annotations
 
 import math
+import operator
 import random
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -154,8 +155,17 @@ class Prefix:
         # computed once: a prefix is looked up many times (floor plans, loop steps, moves, merge keys)
         h = self.__dict__.get("_hash")
         if h is None:
-            h = self.__dict__["_hash"] = hash(tuple(self.__dict__[name] for name in self.__dataclass_fields__))
+            h = self.__dict__["_hash"] = hash(_prefix_fields(self.__dict__))
         return h
+
+    def __eq__(self, other) -> bool:
+        # (the generated one builds two tuples attribute by attribute: prefixes are compared
+        # whenever a search interns one a move built again, `_Search._interned`)
+        if self is other:
+            return True
+        if other.__class__ is not Prefix:
+            return NotImplemented
+        return _prefix_fields(self.__dict__) == _prefix_fields(other.__dict__)
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k != "_hash"}  # (hashes are per process)
@@ -188,6 +198,10 @@ class Prefix:
         loops of one block (or of the fused region) are bounded."""
         return (1000 * (sum(k + 1 for _, k in self.inner) + 2 * len(self.groups_placed))
                 + 10 * len(self.fused_ranks) + len(self.block))
+
+
+# a prefix's fields, in order, from its __dict__ (one C call: `Prefix.__hash__`, `__eq__`)
+_prefix_fields = operator.itemgetter(*Prefix.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
