@@ -12,7 +12,7 @@ bounds every pmapping of that Einsum:
 - **DRAM**: the workload's inputs and outputs are backed at the top level (DESIGN §4), so
   every pmapping of an Einsum reads each value of its input tensors from there at least
   once, and writes each value of its output at least once: at least the tensor's backing
-  tile (`looptree.model.storage_tile` at the root) of bits through the top level's ports
+  tile (`looptree.model.tile_size` at the root) of bits through the top level's ports
   (`looptree.model.port_times`), spread over at most the instances of the fanouts at or
   above it.
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from arch.model import Arch
-from looptree.model import port_times, start, storage_tile
+from looptree.model import port_times, start, tile_size
 from workloads.model import Workload
 
 
@@ -35,9 +35,9 @@ def einsum_latency_floor(einsum: str, workload: Workload, arch: Arch) -> float:
     ops = math.prod(workload.rank_sizes[r] for r in e.rank_variables)
     root = start(e, workload)
     top = arch.memories[0]
-    reads = sum(storage_tile(root, e, t)[0] * workload.tensors[t].bits for t in e.tensors
+    reads = sum(tile_size(root, e, t) * workload.tensors[t].bits for t in e.tensors
                 if not e.is_output(t) and workload.tensors[t].role != "intermediate")
-    writes = sum(storage_tile(root, e, t)[0] * workload.tensors[t].bits for t in e.tensors
+    writes = sum(tile_size(root, e, t) * workload.tensors[t].bits for t in e.tensors
                  if e.is_output(t) and workload.tensors[t].role != "intermediate")
     best = math.inf
     for unit in arch.computes_for(e):

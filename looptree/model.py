@@ -165,9 +165,13 @@ def after_storage(above: Above, tensor: str) -> Above:
 
 def storage_tile(above: Above, einsum: Einsum, tensor: str) -> tuple[Any, Any, Any]:
     """(per-instance tile in values, fills F, distinct tiles D) of a node of `tensor` here."""
-    ranks = einsum.use(tensor).ranks
-    return (_prod(above.extents[r] for r in ranks), above.fills[tensor],
-            _prod(above.temporal[r] for r in ranks))
+    return (tile_size(above, einsum, tensor), above.fills[tensor],
+            _prod(above.temporal[r] for r in einsum.use(tensor).ranks))
+
+
+def tile_size(above: Above, einsum: Einsum, tensor: str) -> Any:
+    """`storage_tile`'s per-instance tile alone, in values (what capacity checks read)."""
+    return _prod(above.extents[r] for r in einsum.use(tensor).ranks)
 
 
 def link_counts(is_output: bool, level: str, parent: str, values: Any, fills: Any, distinct: Any,

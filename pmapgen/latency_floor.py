@@ -41,7 +41,7 @@ from itertools import combinations
 import numpy as np
 
 from arch.model import Arch
-from looptree.model import port_times, start, storage_tile
+from looptree.model import port_times, start, tile_size
 from pmapgen.columns import full
 from workloads.model import Workload
 
@@ -73,7 +73,7 @@ def latency_floor_of(einsum: str, workload: Workload, arch: Arch, unit: str, gro
     f = LatencyFloor(ops / arch.compute(unit).throughput / arch.clock_hz, tuple(path),
                      {k: math.prod(d.size for d in m.fanout) for k, m in enumerate(path) if m.fanout},
                      tuple(e.rank_variables),
-                     tuple((t, e.is_output(t), float(storage_tile(root, e, t)[0] * workload.tensors[t].bits))
+                     tuple((t, e.is_output(t), float(tile_size(root, e, t) * workload.tensors[t].bits))
                            for t in e.tensors),
                      {k: tuple(_dims(path[k], group, e.rank_variables) for group in gs) for k, gs in groups.items()})
     empty = {"inst": np.ones(1), **{f"e:{r}": np.array([workload.rank_sizes[r]]) for r in e.rank_variables},

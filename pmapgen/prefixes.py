@@ -43,7 +43,8 @@ import numba
 import numpy as np
 
 from arch.model import Arch
-from looptree.model import Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile
+from looptree.model import (Above, after_loop, after_storage, leaf_counts, link_counts, port_times, start, storage_tile,
+                            tile_size)
 from looptree.nodes import Loop, Storage
 from pmapgen.bounds import (box_floors, child_floors, child_port_floors, energy_floor, energy_floor_of, floor_inputs,
                             floor_plan, identity_step, loop_step, stacked_plans)
@@ -1698,7 +1699,7 @@ def _capacity_plan(runs: list[tuple]) -> tuple:
 
 
 class _Tiles:
-    """Each tensor's tile values (the model's `storage_tile`) at one batch of rows,
+    """Each tensor's tile values (the model's `tile_size`) at one batch of rows,
     computed on first use: the storage runs after a key read them instead of each
     building the model's point again."""
 
@@ -1711,7 +1712,7 @@ class _Tiles:
         if tensor not in self._values:
             if self._above is None:
                 self._above = self._search._above(self._cols, 0, {})
-            self._values[tensor] = storage_tile(self._above, self._search.e, tensor)[0]
+            self._values[tensor] = tile_size(self._above, self._search.e, tensor)
         return self._values[tensor]
 
 
