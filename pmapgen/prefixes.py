@@ -389,9 +389,14 @@ class _Search:
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._rooms: tuple = (None, None)  # (those columns, their `_room`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
+        # per rank variable (`Space.relevance` order), whether its loop count can bind: fewer
+        # loops allowed than its size's prime factors (`_key`)
+        self._binding = tuple(self.sp.max_loops[r] < _prime_factors(self.w.rank_sizes[r]) for r in self.sp.relevance)
         self._prefixes: dict = {}  # Prefix -> the one object equal to it (`_interned`)
         self._narrower: dict = {}  # `_masked` key -> the waiting keys after a temporal loop (`_prune_narrower`)
         self._masks: dict = {}  # Key -> `_masked`
+        self._states: dict = {}  # Key -> `_state_columns`
+        self._criteria_cols: dict = {}  # Prefix -> `_criteria_columns`
         self.stats = Stats()
         self._root_of: dict = {}  # Key -> the root its rows came from (keys of two roots differ: `search_part`)
         self._root = 0  # the root of the key being processed
@@ -953,13 +958,16 @@ class _Search:
                                 for a, b in zip(self._criteria(wide, wcols), self._criteria(narrow, ncols))])
         return state_frontier(state, crit)[n:]
 
-    def _state_columns(self, key: Key, cols: dict) -> list[str]:
+    def _state_columns(self, key: Key, cols: dict) -> tuple[str, ...]:
         """What continuations need equal: extents (which tile choices divide), the fused
         structure and tiles (the compatibility group and key) and, if latency is a
         criterion, the spatial factors."""
-        spatial = sorted(c for c in cols if c.startswith("sp:")) + ["inst"] if self.latency else []
-        return ([c for _, c in self._ecols] + spatial
-                + sorted(c for c in cols if c.startswith("ft:")) + ["sid"])
+        out = self._states.get(key)  # (every row at a key has the same columns: cached per key)
+        if out is None:
+            spatial = sorted(c for c in cols if c.startswith("sp:")) + ["inst"] if self.latency else []
+            out = self._states[key] = (*(c for _, c in self._ecols), *spatial,
+                                       *sorted(c for c in cols if c.startswith("ft:")), "sid")
+        return out
 
     def _criteria(self, key: Key, cols: dict) -> list[np.ndarray]:
         """What a row has accumulated (energy, port times, reservations), and the state every
@@ -976,14 +984,25 @@ class _Search:
                 if k in closed:  # final: at most `least` is as good as none (`_closed_ports`)
                     x = np.maximum(x / used[k], self.latency_terms.least)
                 out.append(full(x, n))
-        out += [cols[c] for c in self._all_res]
-        # (a tensor whose accesses to come reach no finite port moves no latency: `_unbound`)
-        free = self._unbound(key.prefix) if self.latency and not self.energy and UNBOUND_TENSORS else frozenset()
-        out += [cols["time"]] + [cols["f:" + t] for t in sorted(self._open(key.prefix)) if t not in free]
-        out += [] if self.latency else [cols["inst"]]
-        out += [_negated(cols[c]) for t, c in self._bcols if t not in free]
-        out += [-math.prod(cols[c] for c in self._distinct_cols[t]) for t in self.e.tensors
-                if self.e.is_output(t) and t not in free]
+        plain, negated, products = self._criteria_columns(key.prefix)
+        out += [cols[c] for c in plain]
+        out += [_negated(cols[c]) for c in negated]
+        out += [-math.prod(cols[c] for c in p) for p in products]
+        return out
+
+    def _criteria_columns(self, prefix: Prefix) -> tuple[tuple, tuple, tuple]:
+        """`_criteria`'s columns after energy and the ports at `prefix`: (those compared as
+        they are, those compared negated, per output the columns whose product is its
+        distinct tiles, compared negated). Cached: a search prunes at every push."""
+        out = self._criteria_cols.get(prefix)
+        if out is None:
+            # (a tensor whose accesses to come reach no finite port moves no latency: `_unbound`)
+            free = self._unbound(prefix) if self.latency and not self.energy and UNBOUND_TENSORS else frozenset()
+            plain = (*self._all_res, "time", *("f:" + t for t in sorted(self._open(prefix)) if t not in free),
+                     *(() if self.latency else ("inst",)))
+            negated = tuple(c for t, c in self._bcols if t not in free)
+            products = tuple(self._distinct_cols[t] for t in self.e.tensors if self.e.is_output(t) and t not in free)
+            out = self._criteria_cols[prefix] = (plain, negated, products)
         return out
 
     def _touched(self, prefix: Prefix) -> dict[str, frozenset[int]]:
@@ -1277,7 +1296,7 @@ class _Search:
         the rows whose tiles fit (`fits`, from `_fits`; computed here if None)."""
         p = key.prefix
         prefix = prefix or p
-        out = {c: v for c, v in cols.items()}
+        out = dict(cols)
         if "row" not in out:
             out["row"] = np.zeros(1, np.int64)
         n = len(out["row"])
@@ -1393,8 +1412,7 @@ class _Search:
         set and its last loop, and so does the block the move leads to."""
         normal = self._normal.get((prefix, depth_f))
         if normal is None:
-            loops = tuple(n if self.sp.max_loops[r] < _prime_factors(self.w.rank_sizes[r]) else 0
-                          for r, n in zip(self.sp.relevance, prefix.loops))
+            loops = tuple(n if binds else 0 for n, binds in zip(prefix.loops, self._binding))
             depth = prefix.depth if depth_f is None else min(prefix.depth, depth_f + 1)
             block = block_set(prefix.block) if BLOCK_SETS else prefix.block
             normal = self._normal[prefix, depth_f] = self._interned(prefix.but(loops=loops, depth=depth,
