@@ -19,7 +19,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from arch.model import Arch
-from pmapgen.allocator import WORKER_THRESHOLD, WORKER_TRIM, mmap_threshold, trim_threshold
+from pmapgen.allocator import WORKER_THRESHOLD, mmap_threshold
 from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, TIME_LIMIT, Stats, generate, prune_table, result
 from pmapgen.prefixes import (energy_lower_bound, generate_by_prefixes, generate_by_rising_budgets, part_count,
@@ -125,14 +125,13 @@ def _job(item):
     return key, _search(args)
 
 
-def _worker_start(threshold: int, trim: int) -> None:
-    """A worker's setup: its allocator's thresholds (`pmapgen.allocator`), Ctrl-C ending it
+def _worker_start(threshold: int) -> None:
+    """A worker's setup: its allocator's threshold (`pmapgen.allocator`), Ctrl-C ending it
     without a traceback (the main process says once that it was interrupted), and its
     garbage collector (`WORKER_GC`)."""
     gc.freeze()
     gc.set_threshold(*WORKER_GC)
     mmap_threshold(threshold)
-    trim_threshold(trim)
     signal.signal(signal.SIGINT, lambda *_: os._exit(130))
 
 
@@ -186,8 +185,7 @@ class Workers:
     def pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
             warm_kernels()
-            self._pool = ProcessPoolExecutor(self.workers, initializer=_worker_start,
-                                             initargs=(WORKER_THRESHOLD, WORKER_TRIM))
+            self._pool = ProcessPoolExecutor(self.workers, initializer=_worker_start, initargs=(WORKER_THRESHOLD,))
         return self._pool
 
     def close(self) -> None:

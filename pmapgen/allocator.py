@@ -13,45 +13,24 @@ So the main process (`python -m ffm.map`) fixes the threshold at MAIN_THRESHOLD,
 workers fix it at WORKER_THRESHOLD, where the rising threshold would end: mapping every
 array costs a page fault per page touched, and pmapgen's searches evaluated 0.6 times
 the tile shapes in the same time with every array above 128 KiB mapped (measured with
-`benchmarks/pmapgen_speed.py`; docs/measurements.md, twentieth session).
-
-A threshold fixed by `mallopt` also stops glibc raising its trim threshold with it (its
-rising rule keeps that at twice the mmap threshold), so it stays at 128 KiB: whenever a
-freed array leaves more than that free at the heap's top, the heap gives it back, and the
-next large array faults its pages in again. The workers therefore also fix their trim
-threshold at WORKER_TRIM, never trimming: they give everything back when they exit. At
-batch 1 the energy set's replayed searches took 0.7 to 1.0 s of system time per 16 to 21 s
-of user time with about 95,000 minor faults, and 0.02 s with about 6,000 once the heap
-was never trimmed (ninety-fourth session, docs/measurements.md)."""
+`benchmarks/pmapgen_speed.py`; docs/measurements.md, twentieth session)."""
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
 
-M_TRIM_THRESHOLD = -1  # mallopt's parameter numbers (glibc malloc.h)
-M_MMAP_THRESHOLD = -3
+M_MMAP_THRESHOLD = -3  # mallopt's parameter number (glibc malloc.h)
 MAIN_THRESHOLD = 128 << 10  # bytes: glibc's initial threshold, kept
 WORKER_THRESHOLD = 32 << 20  # bytes: the most glibc's rising threshold reaches on 64-bit
-WORKER_TRIM = (1 << 31) - 1  # bytes: the largest mallopt takes, so a worker's heap is never trimmed
 
 
 def mmap_threshold(size: int) -> bool:
     """Fix this process's mmap threshold at `size` bytes: larger allocations are mapped,
     and unmapped when freed (forked workers inherit it). Whether the C library took it
     (False where there is no glibc `mallopt`)."""
-    return _mallopt(M_MMAP_THRESHOLD, size)
-
-
-def trim_threshold(size: int) -> bool:
-    """Fix this process's trim threshold at `size` bytes: the heap gives back its free top
-    only when that is larger. Whether the C library took it (as `mmap_threshold`)."""
-    return _mallopt(M_TRIM_THRESHOLD, size)
-
-
-def _mallopt(param: int, value: int) -> bool:
     try:
         mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
     except (OSError, AttributeError):
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return mallopt(param, value) == 1
+    return mallopt(M_MMAP_THRESHOLD, size) == 1

@@ -1,8 +1,6 @@
 """`pmapgen.allocator`: with the mmap threshold fixed, large arrays freed go back to the system
-(with glibc's rising threshold the heap keeps them); with the workers' trim threshold too, an
-array freed from the heap's top is there for the next one, with no page faulted in again:
-both checked in fresh interpreters. And pmapgen's searches run in worker processes, whose
-memory leaves with them."""
+(with glibc's rising threshold the heap keeps them), checked in fresh interpreters; and
+pmapgen's searches run in worker processes, whose memory leaves with them."""
 import os
 import subprocess
 import sys
@@ -49,38 +47,6 @@ def _released_mib(mode: str) -> int:
 def test_a_fixed_threshold_returns_freed_large_arrays_to_the_system():
     assert _released_mib("rising") < 16  # the holes stay in the heap
     assert _released_mib("fixed") >= 90  # 16 arrays of 6 MiB unmapped
-
-
-# As a worker: a 2 MiB array (below WORKER_THRESHOLD: from the heap; below the 4 MiB from
-# which numpy asks for huge pages) made, touched and freed, then another: the minor faults
-# the second costs. Trimmed, all but glibc's top pad (128 KiB) of its 512 pages of 4 KiB
-# are faulted in again.
-REFAULT = """
-import resource, sys
-import numpy as np
-from pmapgen.allocator import WORKER_THRESHOLD, WORKER_TRIM, mmap_threshold, trim_threshold
-if not mmap_threshold(WORKER_THRESHOLD) or (sys.argv[1] == "kept" and not trim_threshold(WORKER_TRIM)):
-    sys.exit(3)  # no glibc mallopt
-first = np.ones(1 << 18)
-del first
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-second = np.ones(1 << 18)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-def _refaults(mode: str) -> int:
-    run = subprocess.run([sys.executable, "-c", REFAULT, mode], capture_output=True, text=True)
-    if run.returncode == 3:
-        pytest.skip("no glibc mallopt")
-    assert run.returncode == 0, run.stderr
-    return int(run.stdout)
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
-def test_a_worker_s_heap_keeps_a_freed_array_for_the_next_one():
-    assert _refaults("trimmed") >= 256  # most of its pages faulted in again
-    assert _refaults("kept") < 64
 
 
 _record = {}  # where `_recording` leaves the pid of each process that ran a search
