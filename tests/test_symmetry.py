@@ -17,8 +17,13 @@ from pmapgen.symmetry import key_mirror, mirror_result
 from ffm.refine import mirror_key
 from tests.strategies import arch_specs_
 from tests.test_pmapgen import OBJECTIVES, frontier
+from tests.test_search import _bump
 
 SETTINGS = dict(deadline=None, suppress_health_check=list(HealthCheck))
+# the keyed `_long` checks skip a problem whose search without the mirror takes longer than
+# this (seconds): on 3 levels one may take many minutes, and one check took 33 minutes
+# (ninety-fourth session), as `test_join_optimum_equals_brute_force_long` bounds its runs
+LONG_LIMIT = 20.0
 
 
 @st.composite
@@ -94,11 +99,15 @@ def test_qk_of_gpt3_is_mirrored_and_its_neighbours_are_not():
     assert mirror("QK", latency) is not None and all(mirror(e, latency) is None for e in w.einsum_names if e != "QK")
 
 
-def mirrored_key_search_is_the_mirror_image(w, a, quantile, pick):
+def mirrored_key_search_is_the_mirror_image(w, a, quantile, pick, time_limit: float | None = None):
     """A search with A's and B's c_T fixed (`Constraints.tensor_keys`, as the energy
     proof's keyed searches) gives, mirrored (`mirror_result`), the frontier of the search
-    at the mirror image of those c_T, in every compatibility group, within a budget too."""
-    full = without_mirror("Z", w, a, objectives=("energy",))
+    at the mirror image of those c_T, in every compatibility group, within a budget too.
+    A problem whose search without the mirror takes longer than `time_limit` is skipped."""
+    full = without_mirror("Z", w, a, objectives=("energy",), time_limit=time_limit)
+    if not full[2].complete:
+        _bump("skipped: too long")
+        return
     mirror = key_mirror("Z", w, a, Constraints(tensor_keys={}))
     assert (mirror.tensors, mirror.ranks) == ({"A": "B", "B": "A"}, {"m": "p", "p": "m"})
     assert not full[0].empty and mirror is not None
@@ -163,15 +172,19 @@ def test_a_keyed_search_mirrored_is_the_search_at_the_mirror_key(problem, quanti
 @settings(max_examples=40, **SETTINGS)
 @given(mirrored_problems(max_levels=3, produced=True), st.sampled_from([None, 0.5]), st.integers(0, 1000))
 def test_a_keyed_search_mirrored_is_the_search_at_the_mirror_key_long(problem, quantile, pick):
-    mirrored_key_search_is_the_mirror_image(*problem, quantile, pick)
+    mirrored_key_search_is_the_mirror_image(*problem, quantile, pick, time_limit=LONG_LIMIT)
 
 
-def self_mirrored_key_search_keeps_what_it_keeps_without(w, a, quantile):
+def self_mirrored_key_search_keeps_what_it_keeps_without(w, a, quantile, time_limit: float | None = None):
     """A keyed search whose c_T are their own mirror image (`self_mirror`: A's and B's
     alike) uses the mirror within itself and keeps the frontier the search without it
     keeps, in every compatibility group, within a budget too, from fewer prefixes when
-    some structure is not its own image. Every such key of the exhaustive table."""
-    full = without_mirror("Z", w, a, objectives=("energy",))
+    some structure is not its own image. Every such key of the exhaustive table. A
+    problem whose search without the mirror takes longer than `time_limit` is skipped."""
+    full = without_mirror("Z", w, a, objectives=("energy",), time_limit=time_limit)
+    if not full[2].complete:
+        _bump("skipped: too long")
+        return 0
     mirror = key_mirror("Z", w, a, Constraints(tensor_keys={}))
     assert not full[0].empty and mirror is not None
     keys = {tuple(sorted((t, c) for t, c in dict(k[0]).items() if t in ("A", "B"))) for k in full[0]["compat"]}
@@ -200,7 +213,7 @@ def test_a_keyed_search_at_a_key_its_own_mirror_image_uses_the_mirror_and_keeps_
 @given(mirrored_problems(max_levels=3, produced=True), st.sampled_from([None, 0.5]))
 def test_a_keyed_search_at_a_key_its_own_mirror_image_uses_the_mirror_and_keeps_the_same_frontier_long(problem,
                                                                                                    quantile):
-    self_mirrored_key_search_keeps_what_it_keeps_without(*problem, quantile)
+    self_mirrored_key_search_keeps_what_it_keeps_without(*problem, quantile, time_limit=LONG_LIMIT)
 
 
 def test_key_mirror_of_gpt3_is_qks_and_a_constraint_drops_it():
