@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from itertools import repeat
 
 import numpy as np
 import pandas as pd
@@ -216,18 +217,18 @@ def _compat_keys(template: Template, tiles: np.ndarray, einsum, shared, fused: i
     """Per row: ((tensor, c_T) per shared tensor, ((rank, tile, spatial) per fused loop)),
     with c_T as `looptree.validate.compatibility` gives it (tiles filled in per row)."""
     per_tensor, fused_slots = _key_skeleton(template, einsum, fused, workload)
-    # built once per distinct choice of the slots the key reads (rows of a group share it)
-    slots = sorted({k for _, (_, loops) in per_tensor for _, k, _ in loops} | {k for _, k, _ in fused_slots})
-    if not slots:
-        distinct, which = np.zeros((1, 0), dtype=np.int64), np.zeros(len(tiles), dtype=np.int64)
-    else:
-        distinct, which = np.unique(tiles[:, slots], axis=0, return_inverse=True)
-    keys = []
-    for values in distinct.tolist():
-        row = dict(zip(slots, values))
-        key = tuple((t, (level, tuple((pos, row[k], sp) for pos, k, sp in loops))) for t, (level, loops) in per_tensor)
-        keys.append((key, tuple((r, row[k], sp) for r, k, sp in fused_slots)))
-    return [keys[i] for i in which.reshape(-1).tolist()]
+    # each part's (first, tile, spatial) triples zipped in C per row (QK_softmax at batch 1 keeps
+    # 35 k rows, nearly all with distinct fused tiles: a second built by generators)
+    tensors = [[(t, (level, c_t)) for c_t in _filled(tiles, loops)] for t, (level, loops) in per_tensor]
+    return list(zip(zip(*tensors) if tensors else repeat((), len(tiles)), _filled(tiles, fused_slots)))
+
+
+def _filled(tiles: np.ndarray, triples: list) -> list:
+    """Per row, `triples` ((first, slot, spatial) each) with each slot replaced by the row's tile there."""
+    if not triples:
+        return [()] * len(tiles)
+    firsts, slots, spatial = zip(*triples)
+    return [tuple(zip(firsts, values, spatial)) for values in tiles[:, list(slots)].tolist()]
 
 
 def prune_across_templates(kept: list[Rows], workload: Workload, arch: Arch, objectives=OBJECTIVES) -> list[Rows]:

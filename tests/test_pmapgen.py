@@ -14,7 +14,7 @@ import arch as arch_specs
 import workloads
 from looptree.model import analyze, cost
 from looptree.nodes import Loop
-from looptree.validate import normalize, validate_pmapping
+from looptree.validate import canonical_loops, compatibility, fused_depth, normalize, validate_pmapping
 from pmapgen.generate import (OBJECTIVES, evaluate_template, generate, held_within, prune_across_templates, prune_rows,
                               rebuild, template_rows, to_frame)
 from pmapgen.constraints import Constraints
@@ -85,6 +85,23 @@ def check(workload, arch, max_loops=2, generator=generate):
         assert np.isclose(c.energy_pJ, r["energy"]) and np.isclose(c.latency_s, r["latency"])
     return checked
 
+
+
+@settings(max_examples=6, **SETTINGS)
+@given(small_problems(max_levels=2))
+def test_every_row_s_compatibility_key_is_the_model_s_of_the_pmapping_it_rebuilds_to(problem):
+    """A table's `compat` (built part by part per row, `generate._compat_keys`) is, for every
+    row of both generators, each shared tensor's c_T (`looptree.validate.compatibility`)
+    and the fused loops (`canonical_loops` above `fused_depth`) of the pmapping it rebuilds to."""
+    w, a = problem
+    shared = sorted(t for t in w.einsum("Z").tensors if w.is_shared(t))
+    for generator in (generate, generate_by_prefixes):
+        table, templates_, _ = generator("Z", w, a)
+        for _, row in table.iterrows():
+            p = rebuild(row, templates_)
+            loops = canonical_loops(p.loops[:fused_depth(p, w, a)])
+            assert row["compat"] == (tuple((t, compatibility(p, t, w)) for t in shared),
+                                     tuple((lp.rank_variable, lp.tile, lp.spatial) for lp in loops)), p
 
 @settings(max_examples=12, **SETTINGS)
 @given(small_problems(max_levels=2))
