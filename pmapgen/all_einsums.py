@@ -168,6 +168,11 @@ def warm_kernels() -> None:
     w, a = workloads.load("matmul_chain", length=1, M=8, big=8, small=8), arch_specs.load("tpuv4i")
     (e,) = w.einsum_names
     search_part(e, w, a, None, ("energy",), None, energy_lower_bound(e, w, a))
+    # what this process holds now lives as long as it does (modules, numba's registries, the
+    # kernels): frozen out of the collector, its full collections skip it (ninety-fifth
+    # session: 7 of them took 0.74 s of the batch-1 energy set's main process), and the
+    # workers forked next inherit it frozen (`_worker_start` freezes again what is newer)
+    gc.freeze()
 
 
 class Workers:

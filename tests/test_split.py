@@ -317,7 +317,8 @@ def test_kept_workers_run_several_calls_in_the_same_processes_and_keep_what_fres
 
 def test_workers_start_with_the_search_kernels_already_loaded():
     """`Workers` loads the compiled kernels of the searches in the parent before it forks
-    (`warm_kernels`), so a worker's first search does not load them again. Run in a fresh
+    (`warm_kernels`), so a worker's first search does not load them again, and freezes the
+    parent's heap out of its collector. Run in a fresh
     interpreter: this one may have loaded them already, for other reasons."""
     import subprocess
     import sys
@@ -331,6 +332,8 @@ def test_workers_start_with_the_search_kernels_already_loaded():
         "print(counts(), multiprocessing.get_start_method())\n"
         "with Workers(2) as w:\n"
         "    print(w.pool().submit(counts).result())\n"
+        "import gc\n"
+        "print(gc.get_freeze_count())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
     if not out[0].endswith(" fork"):
@@ -339,6 +342,9 @@ def test_workers_start_with_the_search_kernels_already_loaded():
     # the Pareto filter's C layout (the tables' prunes), and both layouts of a batch's
     # frontier (`pareto.state_frontier`: stacked by the prefix search's prune, or column by column)
     assert out[1] == "[1, 1, 1, 2]", out
+    # the parent's heap as it was then (modules, numba's registries: over 100,000 objects) frozen
+    # out of its own collector too (`warm_kernels`)
+    assert int(out[2]) > 10_000, out
 
 
 def _collector():
