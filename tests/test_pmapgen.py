@@ -86,7 +86,6 @@ def check(workload, arch, max_loops=2, generator=generate):
     return checked
 
 
-
 @settings(max_examples=6, **SETTINGS)
 @given(small_problems(max_levels=2))
 def test_every_row_s_compatibility_key_is_the_model_s_of_the_pmapping_it_rebuilds_to(problem):
@@ -102,6 +101,7 @@ def test_every_row_s_compatibility_key_is_the_model_s_of_the_pmapping_it_rebuild
             loops = canonical_loops(p.loops[:fused_depth(p, w, a)])
             assert row["compat"] == (tuple((t, compatibility(p, t, w)) for t in shared),
                                      tuple((lp.rank_variable, lp.tile, lp.spatial) for lp in loops)), p
+
 
 @settings(max_examples=12, **SETTINGS)
 @given(small_problems(max_levels=2))
