@@ -15,6 +15,7 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import replace
 from typing import Callable, Hashable, NamedTuple
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
@@ -22,6 +23,7 @@ from arch.model import Arch
 from pmapgen.allocator import WORKER_THRESHOLD, mmap_threshold
 from pmapgen.constraints import Constraints
 from pmapgen.generate import OBJECTIVES, TIME_LIMIT, Stats, generate, prune_table, result
+from pmapgen.pareto import state_frontier
 from pmapgen.prefixes import (energy_lower_bound, generate_by_prefixes, generate_by_rising_budgets, part_count,
                                part_floor, search_part)
 from pmapgen.templates import Template, relabeled
@@ -168,6 +170,11 @@ def warm_kernels() -> None:
     w, a = workloads.load("matmul_chain", length=1, M=8, big=8, small=8), arch_specs.load("tpuv4i")
     (e,) = w.einsum_names
     search_part(e, w, a, None, ("energy",), None, energy_lower_bound(e, w, a))
+    # a batch's frontier in both layouts its callers pass: stacked and transposed (`_Search._frontier`;
+    # a search this small prunes no batch of two rows, `PUSH_PRUNE_ROWS`), and column by column
+    state = np.zeros((1, 2), dtype=np.int64)
+    for layout in (state.T, np.ascontiguousarray(state.T)):
+        state_frontier(layout, np.zeros((2, 1)))
     # what this process holds now lives as long as it does (modules, numba's registries, the
     # kernels): frozen out of the collector, its full collections skip it (ninety-fifth
     # session: 7 of them took 0.74 s of the batch-1 energy set's main process), and the

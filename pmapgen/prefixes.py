@@ -107,12 +107,16 @@ class _Waiting:
     columns (`batch` indexes `batches`, `row` the parent record, `tiles` the move's loops)."""
     batches: list
     parts: list
+    raw: bool = False  # some part was not pruned at its push (fewer than `PUSH_PRUNE_ROWS` rows)
 
 
 SUBTREE_ROWS = 1 << 20  # past this many waiting rows, keys are processed deepest structure first
 MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
 NARROW_ROWS = 1 << 19  # past this many waiting rows, waiting parts are held narrow (`_compact`)
 COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its checks would cost more than they save)
+# a batch of fewer rows pushed to a key not done waits unpruned, and is pruned with the others when the key
+# is processed (`_Search._merged`): one prune instead of one per batch (`_Search._push`)
+PUSH_PRUNE_ROWS = 64
 # a latency budget also cuts by each finite port's bits still to come (`pmapgen.latency_floor`);
 # False: by what the ports moved so far alone (`benchmarks/latency_floor.py` compares the two)
 PORT_FLOORS = True
@@ -572,13 +576,18 @@ class _Search:
         waiting.batches.append((parent, move))
         cols = {**cols, "batch": np.full(n, len(waiting.batches) - 1, np.int64), "tiles": tiles}
         narrow = self.waiting_rows > NARROW_ROWS
-        cols = self._prune(key, cols)
         if HOLD_AT_PUSH and key.depth_f is not None and self._incumbent_cut() and key.prefix.done(self.sp):
+            cols = self._prune(key, cols)
             self._hold(key, self._finish(key, cols))
+        elif n >= PUSH_PRUNE_ROWS:
+            cols = self._prune(key, cols)
+        else:
+            waiting.raw = True
         waiting.parts.append(_compact(cols, narrow))
         self.waiting_rows += len(waiting.parts[-1]["batch"])
         if len(waiting.parts) > 1 and (held := sum(len(p["batch"]) for p in waiting.parts)) > MERGE_ROWS:
             waiting.parts = [_compact(self._prune(key, _concat(waiting.parts)), narrow)]
+            waiting.raw = False
             self.waiting_rows += len(waiting.parts[0]["batch"]) - held
 
     def _owner(self, key: Key) -> int:
@@ -768,6 +777,8 @@ class _Search:
         return plan
 
     def _prune(self, key: Key, cols: dict) -> dict:
+        if len(cols["energy"]) < 2:  # (one row is its own frontier)
+            return cols
         keep = self._frontier(key, cols)
         if keep.all():  # three prunes in four at batch 1 keep every row: no copy (columns are never written in place)
             return cols
@@ -817,7 +828,10 @@ class _Search:
 
     def _merged(self, key: Key, waiting: _Waiting) -> dict:
         """The rows waiting at `key`, in one part, pruned (as `_process` takes them)."""
-        return self._prune(key, _concat(waiting.parts)) if len(waiting.parts) > 1 else _widened(waiting.parts[0])
+        if len(waiting.parts) > 1:
+            return self._prune(key, _concat(waiting.parts))
+        part = _widened(waiting.parts[0])
+        return self._prune(key, part) if waiting.raw else part
 
     def _moves(self, prefix: Prefix) -> tuple[list, tuple]:
         """`moves` after `prefix` (cached: a third of the keys processed share a prefix
@@ -1586,7 +1600,8 @@ class _Search:
         low = min((float(f["energy"].min()) for *_, f in self.done if len(f["energy"])), default=math.inf)
         for key, waiting in self.incoming.items():
             for part in map(_widened, waiting.parts):
-                if len(part["energy"]):
+                if len(part["energy"]):  # (a part not pruned yet is: its dominated rows' floors are not this search's)
+                    part = self._prune(key, part) if waiting.raw else part
                     low = min(low, float(self._floor(key.prefix, part).min()))
         return low
 
