@@ -116,7 +116,7 @@ NARROW_ROWS = 1 << 19  # past this many waiting rows, waiting parts are held nar
 COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its checks would cost more than they save)
 # a batch of fewer rows pushed to a key not done waits unpruned, and is pruned with the others when the key
 # is processed (`_Search._merged`): one prune instead of one per batch (`_Search._push`)
-PUSH_PRUNE_ROWS = 64
+PUSH_PRUNE_ROWS = 256
 # a latency budget also cuts by each finite port's bits still to come (`pmapgen.latency_floor`);
 # False: by what the ports moved so far alone (`benchmarks/latency_floor.py` compares the two)
 PORT_FLOORS = True
