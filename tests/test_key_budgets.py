@@ -105,3 +105,17 @@ def output_penalty(workload, e: str, truth, rng: random.Random) -> OutputPenalty
 @given(problems(max_levels=2), st.integers(0, 10**6))
 def test_a_search_within_key_budgets_keeps_every_pmapping_within_its_key_s_budget(problem, pick):
     check_key_budgets(*problem, pick=pick)
+
+
+_C_T = st.tuples(st.sampled_from(["DRAM", "GlobalBuffer", "LocalBuffer"]),
+                 st.one_of(st.none(), st.integers(0, 10**6)), st.one_of(st.none(), st.integers(0, 99)))
+_KEYS = st.lists(st.tuples(st.sampled_from(["I", "Q", "K", "QK"]), _C_T), min_size=1, max_size=3).map(tuple)
+
+
+@given(st.dictionaries(_KEYS, st.floats(0, 1e12, allow_nan=False), max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_key_budgets_hold_their_items_in_the_order_of_the_items_reprs(betas):
+    """`KeyBudgets.of` orders by the keys' reprs alone, which is the order of the (key, β)
+    items' reprs (what its repr digests, and so a search's signature): no key's repr starts
+    another's."""
+    assert KeyBudgets.of(betas).items == tuple(sorted(betas.items(), key=repr))
