@@ -519,7 +519,9 @@ class _Search:
         return cols
 
     def _push(self, key: Key, parent: int, move: Move, cols: dict, tiles: np.ndarray, checked: bool = False) -> None:
-        """Rows reaching `key` by one move; pruned at once, and merged with the rows already
+        """Rows reaching `key` by one move; pruned at once if they are `PUSH_PRUNE_ROWS` or
+        more (a smaller batch waits as it came, and `_merged` prunes it with the key's other
+        batches: most small batches keep every row), and merged with the rows already
         waiting there once they are many (memory stays near the frontiers' size). At a done
         key they are also finished and held as incumbents at once (`HOLD_AT_PUSH`): the key
         is processed only once no waiting key may reach it, after most of its region.
