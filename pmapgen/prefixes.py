@@ -1094,6 +1094,8 @@ class _Search:
                 rows = np.flatnonzero(keep)
         if self.budget is not None and len(rows) and all(lp.spatial is not None for lp in move.nodes):
             rows = self._box_cut(move, prefix, cols, rows)
+        if not len(rows):  # (most spatial groups within a budget: their box cuts every row)
+            return
         bounds: list[np.ndarray] = []
         reach_cut = (REACH_CUT and self.latency_budget is not None and len(rows)
                      and all(lp.spatial is not None for lp in move.nodes))
