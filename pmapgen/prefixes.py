@@ -782,7 +782,7 @@ class _Search:
         if len(cols["energy"]) < 2:  # (one row is its own frontier)
             return cols
         keep = self._frontier(key, cols)
-        if keep.all():  # three prunes in four at batch 1 keep every row: no copy (columns are never written in place)
+        if keep.all():  # (most prunes at batch 1 keep every row: no copy; columns are never written in place)
             return cols
         return _rows(cols, keep)
 
