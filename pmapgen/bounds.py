@@ -444,6 +444,86 @@ def _floor(out, threshold, monotone, energy, spread, compute_pJ, ints, free, row
 
 
 @numba.njit(cache=True)
+def _cut_choices(ints, energy, free, rows, kb, threshold, factor, box_factor, box, monotone, rank_of, dim_of,
+                 dim_size, divisors, n_divisors, counts, starts, flat, source, powers, terms, compute_pJ, ops, ranks,
+                 way_tensor, n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj,
+                 leaf_spread, choices, const_open, leaf_open, dim_spread, dim_ranks, psum, first_level, first_unit,
+                 first_fan):
+    """`pmapgen.loop_choices.cut_choices`: (kept rows, their bounds, the least floor computed, rows the box
+    dropped, the least of their bounds times `box_factor`, choices the floor dropped, the
+    least of their floors)."""
+    n_loops = rank_of.shape[0]
+    n_box, box_low = 0, np.inf
+    if box:
+        high = np.empty((rows.shape[0], n_loops))
+        for i in range(rows.shape[0]):
+            for l in range(n_loops):
+                high[i, l] = min(ints[rows[i], rank_of[l]], dim_size[l])
+        low = np.full(n_loops, 2.0)
+        bound = _box_floor(ints, energy, rows, low, high, source, powers, compute_pJ, ops, ranks, way_tensor,
+                           n_pieces, coef_sum[0], coef[0], limit, parent[0], parent_limit, const[0], has_leaf,
+                           leaf_pj[0], leaf_spread, choices, const_open, leaf_open, dim_spread, dim_ranks, psum[0],
+                           first_level, first_unit, first_fan)
+        keep = np.empty(rows.shape[0], np.bool_)
+        for i in range(rows.shape[0]):
+            x = bound[i] * box_factor
+            keep[i] = x <= (kb[rows[i]] * factor if kb.shape[0] else threshold)
+            if not keep[i]:
+                n_box += 1
+                box_low = min(box_low, x)
+        rows = rows[keep]
+    # each loop's choices in turn, as `prefixes._divisor_choices` gives them: rows in order,
+    # each row's bounds in its table's order, a spatial dim's loops at most its size
+    cur_rows, cur = rows, np.empty((rows.shape[0], 0), np.int64)
+    for l in range(n_loops):
+        m = cur_rows.shape[0]
+        at = np.empty(m, np.int64)
+        total = 0
+        for i in range(m):
+            extent = ints[cur_rows[i], rank_of[l]]
+            for k in range(l):
+                if rank_of[k] == rank_of[l]:
+                    extent //= cur[i, k]
+            at[i] = np.searchsorted(divisors[l, :n_divisors[l]], extent)
+            total += counts[l, at[i]]
+        new_rows = np.empty(total, np.int64)
+        new = np.empty((total, l + 1), np.int64)
+        k = 0
+        for i in range(m):
+            s = starts[l, at[i]]
+            for j in range(counts[l, at[i]]):
+                b = flat[l, s + j]
+                if dim_of[l] >= 0:
+                    used = b
+                    for kk in range(l):
+                        if dim_of[kk] == dim_of[l]:
+                            used *= cur[i, kk]
+                    if used > dim_size[l]:
+                        continue
+                new_rows[k] = cur_rows[i]
+                new[k, :l] = cur[i]
+                new[k, l] = b
+                k += 1
+        cur_rows, cur = new_rows[:k], new[:k]
+    n = cur_rows.shape[0]
+    floor = _floor(np.full(n, -np.inf), threshold, monotone, energy.reshape((1, energy.shape[0])), np.ones((1, 0)),
+                   compute_pJ, ints, free, cur_rows, cur, source, terms, ops, ranks, way_tensor, n_pieces, coef_sum,
+                   coef, limit, parent, parent_limit, const, has_leaf, leaf_pj, leaf_spread, choices, const_open,
+                   leaf_open, dim_spread, dim_ranks, psum, first_level, first_unit, first_fan)
+    lowest = np.inf
+    n_floor, floor_low = 0, np.inf
+    keep = np.empty(n, np.bool_)
+    for i in range(n):
+        x = floor[i]
+        lowest = min(lowest, x)
+        keep[i] = x <= (kb[cur_rows[i]] * factor if kb.shape[0] else threshold)
+        if not keep[i]:
+            n_floor += 1
+            floor_low = min(floor_low, x)
+    return cur_rows[keep], cur[keep], lowest, n_box, box_low, n_floor, floor_low
+
+
+@numba.njit(cache=True)
 def _ends(a, b, p, low, high):
     """(a, b) times bound ** p at the ends of [low, high] where it is least, and most."""
     if p > 0:

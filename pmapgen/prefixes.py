@@ -58,6 +58,7 @@ from pmapgen.key_budgets import KeyLookup
 from pmapgen.key_order import KeyOrder
 from pmapgen.latency_floor import (latency, latency_floor, latency_floor_of, latency_terms, port_sets, reach,
                                    used_instances)
+from pmapgen.loop_choices import LoopTables, cut_choices
 from pmapgen.pareto import dominated, group_labels, pareto_mask, state_frontier
 from pmapgen.symmetry import find_mirror, self_mirror
 from pmapgen.templates import (Move, Prefix, Space, Template, _prime_factors, _template, moves, open_groups, roots,
@@ -114,6 +115,9 @@ SUBTREE_ROWS = 1 << 20  # past this many waiting rows, keys are processed deepes
 MERGE_ROWS = 1 << 18  # rows waiting at one prefix before they are merged and pruned
 NARROW_ROWS = 1 << 19  # past this many waiting rows, waiting parts are held narrow (`_compact`)
 COMPACT_ROWS = 256  # smaller waiting parts keep every column (`_compact`: its checks would cost more than they save)
+# within an energy budget alone, a loop move's choices and cuts are one compiled call (`_Search._within_budget`,
+# `pmapgen.loop_choices`); False: `_Search._loop_choices`' numpy calls (the same choices and cuts)
+LOOP_KERNEL = True
 # a batch of fewer rows pushed to a key not done waits unpruned, and is pruned with the others when the key
 # is processed (`_Search._merged`): one prune instead of one per batch (`_Search._push`)
 PUSH_PRUNE_ROWS = 256
@@ -390,6 +394,7 @@ class _Search:
         self._plans: dict = {}  # Prefix -> its energy floor's `pmapgen.bounds.floor_plan`
         self._opens: dict = {}  # Prefix -> `_open`
         self._steps: dict = {}  # (loop Move, `_open` of the prefix it leads to) -> `pmapgen.bounds.loop_step`
+        self._move_tables: dict = {}  # loop Move -> `_loop_tables`
         self._inputs: tuple = (None, None)  # (the columns of the key being extended, their `floor_inputs`)
         self._rooms: tuple = (None, None)  # (those columns, their `_room`)
         self._normal: dict = {}  # (prefix, F) -> the prefix as merge keys hold it (`_key`)
@@ -1092,34 +1097,13 @@ class _Search:
             keep = self._where(cols["sid"], grows)
             if not keep.all():
                 rows = np.flatnonzero(keep)
-        if self.budget is not None and len(rows) and all(lp.spatial is not None for lp in move.nodes):
-            rows = self._box_cut(move, prefix, cols, rows)
-        if not len(rows):  # (most spatial groups within a budget: their box cuts every row)
-            return
-        bounds: list[np.ndarray] = []
-        reach_cut = (REACH_CUT and self.latency_budget is not None and len(rows)
-                     and all(lp.spatial is not None for lp in move.nodes))
-        for i, loop in enumerate(move.nodes):
-            if reach_cut:
-                rows, bounds = self._reach_cut(move, prefix, cols, rows, bounds)
-            r = loop.rank_variable
-            extent = cols[f"e:{r}"][rows]
-            for lp, b in zip(move.nodes[:i], bounds):
-                if lp.rank_variable == r:
-                    extent = extent // b
-            pick, b = _divisor_choices(extent, self.w.rank_sizes[r], self.allowed.get(r))
-            rows, bounds = rows[pick], [x[pick] for x in bounds] + [b]
-            if loop.spatial is not None:  # the dim's loops so far must fit its size
-                used = math.prod(bb for lp, bb in zip(move.nodes, bounds) if lp.spatial == loop.spatial)
-                ok = used <= self._dim(loop).size
-                rows, bounds = rows[ok], [x[ok] for x in bounds]
-        above_lifetimes = dict(lifetimes)
-        if len(rows) and self.budget is not None:
-            rows, bounds = self._over_budget_cut(key, move, prefix, cols, rows, bounds)
-        if len(rows) and self.latency_budget is not None:
-            rows, bounds = self._over_latency_cut(move, prefix, cols, rows, bounds)
+        if LOOP_KERNEL and self.budget is not None and self.latency_budget is None and len(rows):
+            rows, bounds = self._within_budget(move, prefix, cols, rows)
+        else:
+            rows, bounds = self._loop_choices(key, move, prefix, cols, rows)
         if not len(rows):
             return
+        above_lifetimes = dict(lifetimes)
         out = _rows({c: v for c, v in cols.items() if c != "row"}, rows)
         out["row"] = cols["row"][rows]
         above = self._above(out, key.prefix.depth, above_lifetimes)
@@ -1143,6 +1127,70 @@ class _Search:
         self._close_fills(out, prefix)
         self._push(self._key(prefix, out["sid"], key.depth_f, lt), rid, move, out,
                    np.column_stack(tiles).astype(np.int64), checked=True)
+
+    def _within_budget(self, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray) -> tuple[np.ndarray, list]:
+        """`_loop_choices` within the energy budget alone, in one compiled call
+        (`pmapgen.loop_choices`): the same choices in the same order, the same cuts noted."""
+        ints, energy, free = self._floor_inputs(cols)
+        tables, monotone, box = self._loop_tables(move)
+        got = cut_choices(ints, energy, free, rows, cols.get("kb"), self.budget, BUDGET_RTOL, BOX_RTOL, box,
+                          monotone, tables, self._step(move, prefix), self._plan(prefix), self.floor.compute_pJ,
+                          self.floor.ops, self.floor.ranks)
+        for low in (got.box_cut, got.floor_cut):
+            if low is not None:
+                self._cut_least(low)
+        self.lowest_floor = min(self.lowest_floor, got.lowest)
+        return got.rows, list(np.ascontiguousarray(got.bounds.T))  # (a column per loop, each contiguous)
+
+    def _loop_tables(self, move: Move) -> tuple[LoopTables, bool, bool]:
+        """(`LoopTables` of a loop move, whether its floor is `monotone` (`_over_budget_cut`),
+        whether it is a spatial group (a box first: `_box_cut`)), cached per move."""
+        out = self._move_tables.get(move)
+        if out is None:
+            dims = {lp.spatial: i for i, lp in enumerate(move.nodes) if lp.spatial is not None}
+            ranks = self.e.rank_variables
+            tables = LoopTables.of([(ranks.index(lp.rank_variable), dims.get(lp.spatial, -1),
+                                     self._dim(lp).size if lp.spatial is not None else 0,
+                                     _divisor_table(self.w.rank_sizes[lp.rank_variable],
+                                                    _allowed_key(self.allowed.get(lp.rank_variable))))
+                                    for lp in move.nodes])
+            first = move.nodes[0]
+            monotone = len(move.nodes) == 1 and first.spatial is None and self._monotone[first.rank_variable]
+            out = self._move_tables[move] = (tables, monotone, all(lp.spatial is not None for lp in move.nodes))
+        return out
+
+    def _loop_choices(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray
+                      ) -> tuple[np.ndarray, list]:
+        """A loop move's (parent rows, bounds per loop) from `rows`: every divisor choice of
+        its bounds, without those over the energy budget (a spatial group's box first,
+        `_box_cut`, then each child's floor, `_over_budget_cut`) and the latency budget
+        (`_reach_cut` while a spatial group is enumerated, then `_over_latency_cut`)."""
+        if self.budget is not None and len(rows) and all(lp.spatial is not None for lp in move.nodes):
+            rows = self._box_cut(move, prefix, cols, rows)
+        if not len(rows):  # (most spatial groups within a budget: their box cuts every row)
+            return rows, []
+        bounds: list[np.ndarray] = []
+        reach_cut = (REACH_CUT and self.latency_budget is not None and len(rows)
+                     and all(lp.spatial is not None for lp in move.nodes))
+        for i, loop in enumerate(move.nodes):
+            if reach_cut:
+                rows, bounds = self._reach_cut(move, prefix, cols, rows, bounds)
+            r = loop.rank_variable
+            extent = cols[f"e:{r}"][rows]
+            for lp, b in zip(move.nodes[:i], bounds):
+                if lp.rank_variable == r:
+                    extent = extent // b
+            pick, b = _divisor_choices(extent, self.w.rank_sizes[r], self.allowed.get(r))
+            rows, bounds = rows[pick], [x[pick] for x in bounds] + [b]
+            if loop.spatial is not None:  # the dim's loops so far must fit its size
+                used = math.prod(bb for lp, bb in zip(move.nodes, bounds) if lp.spatial == loop.spatial)
+                ok = used <= self._dim(loop).size
+                rows, bounds = rows[ok], [x[ok] for x in bounds]
+        if len(rows) and self.budget is not None:
+            rows, bounds = self._over_budget_cut(key, move, prefix, cols, rows, bounds)
+        if len(rows) and self.latency_budget is not None:
+            rows, bounds = self._over_latency_cut(move, prefix, cols, rows, bounds)
+        return rows, bounds
 
     def _over_budget_cut(self, key: Key, move: Move, prefix: Prefix, cols: dict, rows: np.ndarray,
                          bounds: list) -> tuple[np.ndarray, list]:
@@ -1265,7 +1313,12 @@ class _Search:
     def _cut(self, floors: np.ndarray) -> None:
         """Note rows dropped for the budget: those whose floor is finite (an infinite floor
         says no completion of the row fits, at any budget), and the least such floor."""
-        if len(floors) and (low := float(floors.min())) < self.cut_floor:
+        if len(floors):
+            self._cut_least(float(floors.min()))
+
+    def _cut_least(self, low: float) -> None:
+        """`_cut` of rows whose least floor is `low`."""
+        if low < self.cut_floor:
             self.cut_floor = low
             self.budget_cut = self.budget_cut or math.isfinite(low)
 
@@ -1757,7 +1810,12 @@ def _divisor_choices(extent: np.ndarray, size: int, allowed) -> tuple[np.ndarray
     """(row index, bound) for every bound >= 2 dividing each row's extent (a divisor of
     the rank's `size`), with the tile extent / bound in `allowed`, if given: looked up in
     the rank's `_divisor_table`, rows in order and each row's bounds in `_bounds` order."""
-    return _choices(extent, *_divisor_table(size, tuple(sorted(allowed)) if allowed else None))
+    return _choices(extent, *_divisor_table(size, _allowed_key(allowed)))
+
+
+def _allowed_key(allowed) -> tuple | None:
+    """A rank's allowed tile extents (`Constraints.tiles`) as `_divisor_table` takes them."""
+    return tuple(sorted(allowed)) if allowed else None
 
 
 @numba.njit(cache=True)

@@ -647,10 +647,11 @@ def test_loop_children_are_cut_as_their_own_energy_floors_would_cut_them(problem
             return got_rows, got_bounds
 
     w, a = problem
-    for e in w.einsum_names:
-        budget = energy_lower_bound(e, w, a) * factor
-        for unit in a.computes_for(w.einsum(e)):
-            Checked(e, w, a, unit.name, Constraints(), ("energy",), budget).run(None)
+    with mock.patch.object(prefixes, "LOOP_KERNEL", False):  # (the numpy path: the kernel's, below)
+        for e in w.einsum_names:
+            budget = energy_lower_bound(e, w, a) * factor
+            for unit in a.computes_for(w.einsum(e)):
+                Checked(e, w, a, unit.name, Constraints(), ("energy",), budget).run(None)
     assert checked
 
 
@@ -683,9 +684,10 @@ def test_child_floors_from_the_parent_equal_the_built_children_s(problem):
             return super()._over_budget_cut(key, move, prefix, cols, rows, bounds)
 
     w, a = problem
-    for e in w.einsum_names:
-        for unit in a.computes_for(w.einsum(e)):
-            Checked(e, w, a, unit.name, Constraints(), ("energy",), math.inf).run(None)
+    with mock.patch.object(prefixes, "LOOP_KERNEL", False):  # (the numpy path: the kernel's, below)
+        for e in w.einsum_names:
+            for unit in a.computes_for(w.einsum(e)):
+                Checked(e, w, a, unit.name, Constraints(), ("energy",), math.inf).run(None)
     assert seen["moves"]
 
 
@@ -715,9 +717,10 @@ def check_box_bound(problem) -> None:
             return super()._over_budget_cut(key, move, prefix, cols, rows, bounds)
 
     w, a = problem
-    for e in w.einsum_names:
-        for unit in a.computes_for(w.einsum(e)):
-            Checked(e, w, a, unit.name, Constraints(), ("energy",), math.inf).run(None)
+    with mock.patch.object(prefixes, "LOOP_KERNEL", False):  # (the numpy path: the kernel's, below)
+        for e in w.einsum_names:
+            for unit in a.computes_for(w.einsum(e)):
+                Checked(e, w, a, unit.name, Constraints(), ("energy",), math.inf).run(None)
 
 
 def test_the_box_bound_drops_spatial_rows_and_changes_no_result():
@@ -738,13 +741,61 @@ def test_the_box_bound_drops_spatial_rows_and_changes_no_result():
         counts["in"], counts["out"] = counts["in"] + len(rows), counts["out"] + len(out)
         return out
 
-    with mock.patch.object(_Search, "_box_cut", counted):
-        cut = generate_by_prefixes("QK", w, a, objectives=("energy",), budget=budget)
-    with mock.patch.object(_Search, "_box_cut", lambda self, move, prefix, cols, rows: rows):
-        whole = generate_by_prefixes("QK", w, a, objectives=("energy",), budget=budget)
+    with mock.patch.object(prefixes, "LOOP_KERNEL", False):  # (the numpy path: the kernel's, below)
+        with mock.patch.object(_Search, "_box_cut", counted):
+            cut = generate_by_prefixes("QK", w, a, objectives=("energy",), budget=budget)
+        with mock.patch.object(_Search, "_box_cut", lambda self, move, prefix, cols, rows: rows):
+            whole = generate_by_prefixes("QK", w, a, objectives=("energy",), budget=budget)
+    kernel = generate_by_prefixes("QK", w, a, objectives=("energy",), budget=budget)
     assert counts["out"] < counts["in"] / 4
     assert (cut[2].templates, cut[2].tile_shapes) == (whole[2].templates, whole[2].tile_shapes)
     assert len(cut[0]) and frontier(cut[0], ("energy",)) == frontier(whole[0], ("energy",))
+    assert (kernel[2].templates, kernel[2].tile_shapes, kernel[2].cut_floor) == \
+        (cut[2].templates, cut[2].tile_shapes, cut[2].cut_floor)
+    assert frontier(kernel[0], ("energy",)) == frontier(cut[0], ("energy",))
+
+
+@settings(max_examples=10, **SETTINGS)
+@given(small_problems(max_levels=3), st.sampled_from([1.0, 1.1, 1.5, 3.0]), st.integers(0, 2 ** 16))
+def test_the_loop_kernel_gives_the_numpy_path_s_choices_and_cuts(problem, factor, seed):
+    """`pmapgen.loop_choices` (`prefixes.LOOP_KERNEL`): for every loop move of prefix
+    searches on random small problems within a budget, the kernel keeps the same (row,
+    bounds) choices in the same order as the numpy path (`_Search._loop_choices`: the
+    box, the divisor choices, the floor cut), and notes the same cuts (`cut_floor`,
+    `budget_cut`, `lowest_floor`); so too with a budget per row (`kb`, as key budgets
+    give), drawn around the search's."""
+    from pmapgen.prefixes import _Search
+    rng = np.random.default_rng(seed)
+    seen = {"moves": 0, "kept": 0, "spatial": 0}
+
+    class Both(_Search):
+        def _noted(self) -> tuple:
+            return self.cut_floor, self.budget_cut, self.lowest_floor
+
+        def _within_budget(self, move, prefix, cols, rows):
+            per_row = {**cols, "kb": self.budget * rng.uniform(0.9, 1.1, len(cols["row"]))}
+            for here in (per_row, cols):  # (the search's own last: what it notes stays)
+                before = self._noted()
+                got = super()._within_budget(move, prefix, here, rows)
+                noted = self._noted()
+                self.cut_floor, self.budget_cut, self.lowest_floor = before
+                want = self._loop_choices(None, move, prefix, here, rows)
+                assert np.array_equal(got[0], want[0]) and len(got[1]) == len(move.nodes)
+                assert all(np.array_equal(g, b) for g, b in zip(got[1], want[1]))
+                assert self._noted() == noted
+                if here is per_row:
+                    self.cut_floor, self.budget_cut, self.lowest_floor = before
+            seen["moves"] += 1
+            seen["kept"] += len(got[0])
+            seen["spatial"] += all(lp.spatial is not None for lp in move.nodes)
+            return got
+
+    w, a = problem
+    for e in w.einsum_names:
+        budget = energy_lower_bound(e, w, a) * factor
+        for unit in a.computes_for(w.einsum(e)):
+            Both(e, w, a, unit.name, Constraints(), ("energy",), budget).run(None)
+    assert seen["moves"]
 
 
 def floors_below_completions(problem, column: str = "energy") -> int:

@@ -327,7 +327,7 @@ def test_workers_start_with_the_search_kernels_already_loaded():
         "from pmapgen.all_einsums import Workers\n"
         "from pmapgen import bounds, pareto\n"
         "def counts():\n"
-        "    return [len(f.overloads) for f in (bounds._floor, bounds._box_floor, pareto._pareto_sorted,\n"
+        "    return [len(f.overloads) for f in (bounds._floor, bounds._cut_choices, pareto._pareto_sorted,\n"
         "                                        pareto._state_frontier)]\n"
         "print(counts(), multiprocessing.get_start_method())\n"
         "with Workers(2) as w:\n"
@@ -339,6 +339,7 @@ def test_workers_start_with_the_search_kernels_already_loaded():
     if not out[0].endswith(" fork"):
         pytest.skip("workers are spawned here, not forked: they load their kernels themselves")
     assert out[0] == "[0, 0, 0, 0] fork", out  # nothing loaded at import
+    # the floor, a loop move's choices and cuts (`pmapgen.loop_choices`, which holds the box bound),
     # the Pareto filter's C layout (the tables' prunes), and both layouts of a batch's
     # frontier (`pareto.state_frontier`: stacked by the prefix search's prune, or column by column)
     assert out[1] == "[1, 1, 1, 2]", out
