@@ -1149,11 +1149,10 @@ class _Search:
         if out is None:
             dims = {lp.spatial: i for i, lp in enumerate(move.nodes) if lp.spatial is not None}
             ranks = self.e.rank_variables
-            tables = LoopTables.of([(ranks.index(lp.rank_variable), dims.get(lp.spatial, -1),
-                                     self._dim(lp).size if lp.spatial is not None else 0,
-                                     _divisor_table(self.w.rank_sizes[lp.rank_variable],
-                                                    _allowed_key(self.allowed.get(lp.rank_variable))))
-                                    for lp in move.nodes])
+            tables = _loop_tables_of(tuple((ranks.index(lp.rank_variable), dims.get(lp.spatial, -1),
+                                            self._dim(lp).size if lp.spatial is not None else 0,
+                                            self.w.rank_sizes[lp.rank_variable],
+                                            _allowed_key(self.allowed.get(lp.rank_variable))) for lp in move.nodes))
             first = move.nodes[0]
             monotone = len(move.nodes) == 1 and first.spatial is None and self._monotone[first.rank_variable]
             out = self._move_tables[move] = (tables, monotone, all(lp.spatial is not None for lp in move.nodes))
@@ -1811,6 +1810,14 @@ def _divisor_choices(extent: np.ndarray, size: int, allowed) -> tuple[np.ndarray
     the rank's `size`), with the tile extent / bound in `allowed`, if given: looked up in
     the rank's `_divisor_table`, rows in order and each row's bounds in `_bounds` order."""
     return _choices(extent, *_divisor_table(size, _allowed_key(allowed)))
+
+
+@lru_cache(maxsize=1 << 12)
+def _loop_tables_of(loops: tuple) -> LoopTables:
+    """`LoopTables` of loops ((rank variable's index, dim id or -1, dim size, rank size,
+    `_allowed_key`), ...): shared by every search in the process (the energy set's keyed
+    searches are hundreds, each meeting the same moves)."""
+    return LoopTables.of([(r, d, s, _divisor_table(size, allowed)) for r, d, s, size, allowed in loops])
 
 
 def _allowed_key(allowed) -> tuple | None:

@@ -764,6 +764,17 @@ def test_the_loop_kernel_gives_the_numpy_path_s_choices_and_cuts(problem, factor
     box, the divisor choices, the floor cut), and notes the same cuts (`cut_floor`,
     `budget_cut`, `lowest_floor`); so too with a budget per row (`kb`, as key budgets
     give), drawn around the search's."""
+    check_loop_kernel(problem, factor, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=80, **SETTINGS)
+@given(small_problems(max_levels=3), st.sampled_from([1.0, 1.1, 1.5, 3.0]), st.integers(0, 2 ** 16))
+def test_the_loop_kernel_gives_the_numpy_path_s_choices_and_cuts_long(problem, factor, seed):
+    check_loop_kernel(problem, factor, seed)
+
+
+def check_loop_kernel(problem, factor: float, seed: int) -> None:
     from pmapgen.prefixes import _Search
     rng = np.random.default_rng(seed)
     seen = {"moves": 0, "kept": 0, "spatial": 0}
