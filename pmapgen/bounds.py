@@ -443,15 +443,17 @@ def _floor(out, threshold, monotone, energy, spread, compute_pJ, ints, free, row
     return out
 
 
+# (beside `_floor` and `_box_floor`, which it calls: numba caches compiled code per source
+# file, and a kernel in another file would keep a stale copy of them when only this one changed)
 @numba.njit(cache=True)
 def _cut_choices(ints, energy, free, rows, kb, threshold, factor, box_factor, box, monotone, rank_of, dim_of,
                  dim_size, divisors, n_divisors, counts, starts, flat, source, powers, terms, compute_pJ, ops, ranks,
                  way_tensor, n_pieces, coef_sum, coef, limit, parent, parent_limit, const, has_leaf, leaf_pj,
                  leaf_spread, choices, const_open, leaf_open, dim_spread, dim_ranks, psum, first_level, first_unit,
                  first_fan):
-    """`pmapgen.loop_choices.cut_choices`: (kept rows, their bounds, the least floor computed, rows the box
-    dropped, the least of their bounds times `box_factor`, choices the floor dropped, the
-    least of their floors)."""
+    """`pmapgen.loop_choices.cut_choices`: (kept rows, their bounds, the least floor
+    computed, rows the box dropped, the least of their bounds times `box_factor`, choices
+    the floor dropped, the least of their floors)."""
     n_loops = rank_of.shape[0]
     n_box, box_low = 0, np.inf
     if box:
