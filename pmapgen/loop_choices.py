@@ -27,11 +27,11 @@ from pmapgen.bounds import _cut_choices
 
 @dataclass(frozen=True)
 class LoopTables:
-    """What a loop move's choices need besides the rows, per loop l (fixed per search):
-    `rank_of[l]`, its rank variable's index (`floor_inputs`' first columns are the
-    extents); `dim_of[l]`, its fanout dim's id (-1: temporal) and `dim_size[l]` that dim's
-    size; its rank's `prefixes._divisor_table` padded to one row per loop (`n_divisors`
-    real entries each)."""
+    """What a loop move's choices need besides the rows, per loop l (the same for the move
+    in every search of its space: `prefixes._loop_tables_of`): `rank_of[l]`, its rank
+    variable's index (`floor_inputs`' first columns are the extents); `dim_of[l]`, its
+    fanout dim's id (-1: temporal) and `dim_size[l]` that dim's size; its rank's
+    `prefixes._divisor_table` padded to one row per loop (`n_divisors` real entries each)."""
     rank_of: np.ndarray
     dim_of: np.ndarray
     dim_size: np.ndarray
