@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import resource
 import time
 
@@ -92,6 +93,7 @@ from pmapgen import Constraints, generate, generate_all
 from pmapgen.all_einsums import union
 from pmapgen.constraints import with_latency
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
+from pmapgen.timeline import occupancy, recording
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
           ("batch 64, 4096 tokens (FFM)", {"batch": 64, "seq_len": 4096}))
@@ -115,6 +117,14 @@ def mapper_bound(w, a, objective: str = "energy") -> float:
     print(f"U from ffm.map: {energy / 1e9:.6f} mJ ({'proven optimal' if got.stats.complete else 'not proven'}) "
           f"in {time.perf_counter() - start:.1f} s, this process {peak_mib():.0f} MiB")
     return energy
+
+
+def occupancy_line(o) -> None:
+    """Where the wall time of a run of searches went (`pmapgen.timeline.occupancy`): the
+    searches' seconds over the cores, and the stretches with no search, or one, running."""
+    cores = os.cpu_count() or 1
+    print(f"searches {o.busy:.1f} s of {cores} x {o.wall:.1f} s wall ({o.busy / (cores * o.wall):.0%}); "
+          f"no search running {o.none:.1f} s, one {o.one:.1f} s, more {o.more:.1f} s")
 
 
 def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, uniform: bool,
@@ -302,8 +312,11 @@ def main() -> None:
             else:
                 bound = (mapper_bound(w, a, "latency" if args.at_floors else "energy") if args.slack_of == "auto"
                          else float(args.slack_of) * 1e9)
-                slack_run(w, a, bound, args.einsums or w.einsum_names, objectives, args.time_limit,
-                          args.uniform_slack, args.at_floors, args.probe, args.probe_waiting or None)
+                with recording() as timeline:
+                    start = time.perf_counter()
+                    slack_run(w, a, bound, args.einsums or w.einsum_names, objectives, args.time_limit,
+                              args.uniform_slack, args.at_floors, args.probe, args.probe_waiting or None)
+                occupancy_line(occupancy(timeline.spans, start, time.perf_counter()))
             continue
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:

@@ -27,6 +27,7 @@ from pmapgen.pareto import state_frontier
 from pmapgen.prefixes import (energy_lower_bound, generate_by_prefixes, generate_by_rising_budgets, part_count,
                                part_floor, search_part)
 from pmapgen.templates import Template, relabeled
+from pmapgen.timeline import record
 from pmapgen.turn import TURN
 from workloads.model import Workload
 
@@ -123,8 +124,11 @@ def _search(j: Job) -> tuple:
 
 
 def _job(item):
+    """(key, its search's result, the search's span in this process: `pmapgen.timeline`)."""
     key, args = item
-    return key, _search(args)
+    start = time.perf_counter()
+    out = _search(args)
+    return key, out, (start, time.perf_counter())
 
 
 def _worker_start(threshold: int) -> None:
@@ -242,8 +246,9 @@ def run_searches(jobs: list[tuple[Hashable, Job]], workers: int | None = None, p
     queue = deque(jobs)
     stopped = []  # a job cut short, with `stop_when_incomplete`, or STOP: start none from now on
 
-    def ended(key, res) -> None:
+    def ended(key, res, span: tuple[float, float]) -> None:
         results[key] = res
+        record(key, *span)
         if stop_when_incomplete and not res[2].complete:
             stopped.append(key)
         if more is not None:
