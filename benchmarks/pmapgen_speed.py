@@ -93,7 +93,7 @@ from pmapgen import Constraints, generate, generate_all
 from pmapgen.all_einsums import union
 from pmapgen.constraints import with_latency
 from pmapgen.prefixes import generate_by_prefixes, generate_by_rising_budgets
-from pmapgen.timeline import occupancy, recording
+from pmapgen.timeline import idle, occupancy, recording
 
 SHAPES = (("batch 1, 2048 tokens", {"batch": 1, "seq_len": 2048}),
           ("batch 64, 4096 tokens (FFM)", {"batch": 64, "seq_len": 4096}))
@@ -125,6 +125,31 @@ def occupancy_line(o) -> None:
     cores = os.cpu_count() or 1
     print(f"searches {o.busy:.1f} s of {cores} x {o.wall:.1f} s wall ({o.busy / (cores * o.wall):.0%}); "
           f"no search running {o.none:.1f} s, one {o.one:.1f} s, more {o.more:.1f} s")
+
+
+IDLE_SHOWN = 0.1  # seconds: the stretches with no search running that `idle_line` names
+
+
+def search_einsum(label, names) -> str | None:
+    """The Einsum of `names` a `run_searches` job's label is of: the label itself, or its
+    first item's (keyed searches: ((Einsum, key), part, sub-part)); None if it names none
+    (the latency set's jobs are labelled by their searches' name-free signatures)."""
+    while isinstance(label, tuple) and label:
+        label = label[0]
+    return label if label in names else None
+
+
+def idle_line(spans, start: float, end: float, names) -> None:
+    """The stretches of at least IDLE_SHOWN seconds with no search running
+    (`pmapgen.timeline.idle`), each named by the Einsum whose search came next where its
+    label says: the main process's work between Einsums (rests, key budgets) that the
+    occupancy line sums."""
+    def before(s) -> str:
+        e = None if s.next is None else search_einsum(s.next, names)
+        return "the end" if s.next is None else f"{e}'s search" if e else "a search"
+    shown = [f"{s.end - s.start:.2f} s before {before(s)} (at {s.start - start:.1f} s)"
+             for s in idle(spans, start, end, IDLE_SHOWN)]
+    print(f"no search running for {IDLE_SHOWN:g} s or more: {'; '.join(shown) or 'never'}")
 
 
 def slack_run(w, a, bound: float, einsums, objectives, time_limit: float, uniform: bool,
@@ -307,8 +332,13 @@ def main() -> None:
             continue
         if args.slack_of is not None:
             if objectives == ("latency",):
-                latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names, args.time_limit,
-                                  args.whole, args.uniform_slack)
+                with recording() as timeline:
+                    start = time.perf_counter()
+                    latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names,
+                                      args.time_limit, args.whole, args.uniform_slack)
+                end = time.perf_counter()
+                occupancy_line(occupancy(timeline.spans, start, end))
+                idle_line(timeline.spans, start, end, w.einsum_names)
             else:
                 bound = (mapper_bound(w, a, "latency" if args.at_floors else "energy") if args.slack_of == "auto"
                          else float(args.slack_of) * 1e9)
@@ -316,7 +346,9 @@ def main() -> None:
                     start = time.perf_counter()
                     slack_run(w, a, bound, args.einsums or w.einsum_names, objectives, args.time_limit,
                               args.uniform_slack, args.at_floors, args.probe, args.probe_waiting or None)
-                occupancy_line(occupancy(timeline.spans, start, time.perf_counter()))
+                end = time.perf_counter()
+                occupancy_line(occupancy(timeline.spans, start, end))
+                idle_line(timeline.spans, start, end, w.einsum_names)
             continue
         total = time.perf_counter()
         for e in args.einsums or w.einsum_names:

@@ -69,3 +69,27 @@ def occupancy(spans: list[tuple[Hashable, float, float]], start: float, end: flo
     by_count[min(running, 2)] += end - last
     busy = sum(min(b, end) - max(a, start) for _, a, b in spans if min(b, end) > max(a, start))
     return Occupancy(end - start, busy, *by_count)
+
+
+@dataclass(frozen=True)
+class Idle:
+    """A stretch [start, end] with no job running, and the label of the job that started
+    at its end (None: the window ended first)."""
+    start: float
+    end: float
+    next: Hashable | None
+
+
+def idle(spans: list[tuple[Hashable, float, float]], start: float, end: float, least: float = 0.0) -> list[Idle]:
+    """The stretches of the window [start, end] of at least `least` seconds in which no span
+    ran, in time order: where the main process held the run up (the energy set's rests and
+    key budgets between Einsums)."""
+    clipped = sorted((max(a, start), min(b, end), label) for label, a, b in spans if min(b, end) > max(a, start))
+    out, reach = [], start  # reach: the latest end of the spans begun so far
+    for a, b, label in clipped:
+        if a - reach >= least and a > reach:
+            out.append(Idle(reach, a, label))
+        reach = max(reach, b)
+    if end - reach >= least and end > reach:
+        out.append(Idle(reach, end, None))
+    return out
