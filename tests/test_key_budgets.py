@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ffm.refine import within_betas
 from pmapgen import Constraints, generate
-from pmapgen.key_budgets import KeyBudgets, OutputPenalty
+from pmapgen.key_budgets import KeyBudgets, OutputPenalty, _key_repr
 from pmapgen.prefixes import generate_by_prefixes
 from tests.test_search import RTOL, SETTINGS, _bump, problems, report  # noqa: F401
 from tests.test_slack import dominated
@@ -117,5 +117,6 @@ _KEYS = st.lists(st.tuples(st.sampled_from(["I", "Q", "K", "QK"]), _C_T), min_si
 def test_key_budgets_hold_their_items_in_the_order_of_the_items_reprs(betas):
     """`KeyBudgets.of` orders by the keys' reprs alone, which is the order of the (key, β)
     items' reprs (what its repr digests, and so a search's signature): no key's repr starts
-    another's."""
+    another's. Each key's repr is built from its parts' reprs, cached: the same string."""
+    assert all(_key_repr(item) == repr(item[0]) for item in betas.items())
     assert KeyBudgets.of(betas).items == tuple(sorted(betas.items(), key=repr))
