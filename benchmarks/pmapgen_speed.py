@@ -59,7 +59,10 @@ same set for latency: every Einsum within U minus the other Einsums' latency flo
 (docs/mapper.md, "Step 35"), so every Einsum's budget is its floor: give U in full.
 Each input is held to the c_T its producer's table gives it, root by root: a root starts
 once its producers' roots at its levels have ended (`ffm.slack.latency_slack_tables`;
-docs/pmapgen.md, "Producers' keys" and "Roots as a graph"), the time limit per root.
+docs/pmapgen.md, "Producers' keys" and "Roots as a graph"), the time limit per root;
+`--sub-parts M` searches each root backing every held input at the top or the outermost on-chip
+level as M sub-parts by fused structure (`latency_slack_tables`' `sub_parts`; default
+`ffm.slack.LATENCY_SUB_PARTS`, 1: every root whole).
 `--uniform-slack` runs every Einsum at once without (the sixty-ninth session's runs),
 split by root across the workers, and no root starts once the time limit times the
 Einsums per worker has passed (an Einsum none of whose roots started prints as not
@@ -88,7 +91,8 @@ from ffm.latency_proof import floor_constraints, prove_at_floors
 from ffm.pareto_proof import frontier_points, prove_pareto
 from ffm.report import box_text
 from ffm.consumers import complete_within
-from ffm.slack import PROBE, PROBE_WAITING, latency_slack_budgets, latency_slack_tables, slack_budgets, slack_tables
+from ffm.slack import (LATENCY_SUB_PARTS, PROBE, PROBE_WAITING, latency_slack_budgets, latency_slack_tables,
+                       slack_budgets, slack_tables)
 from pmapgen import Constraints, generate, generate_all
 from pmapgen.all_einsums import union
 from pmapgen.constraints import with_latency
@@ -202,7 +206,7 @@ def slack_row(e: str, st, cut: str, budget: str) -> None:
 
 
 def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: bool = False,
-                      uniform: bool = False) -> None:
+                      uniform: bool = False, sub_parts: int = LATENCY_SUB_PARTS) -> None:
     """`--slack-of` with `--objectives latency`: every Einsum's table within its latency
     budget (`ffm.slack.latency_slack_budgets`: U minus the others' latency floors), with
     the proof's cap on waiting rows, each input held to the c_T its producer's table
@@ -220,7 +224,7 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
         skipped: dict = {}
     else:
         chained = latency_slack_tables(w, a, bound, time_limit=time_limit, max_rows=PROOF_ROWS,
-                                       einsums=tuple(einsums), progress=True)
+                                       einsums=tuple(einsums), progress=True, sub_parts=sub_parts)
         found, keys, skipped = chained.results, chained.keys, chained.skipped
     wall = time.perf_counter() - start
     for e in einsums:
@@ -286,6 +290,10 @@ def main() -> None:
     parser.add_argument("--whole", action="store_true",
                         help="with --uniform-slack and --objectives latency: each Einsum's search whole in one "
                              "worker, the time limit per Einsum (default: split by root, the time limit per root)")
+    parser.add_argument("--sub-parts", type=int, default=LATENCY_SUB_PARTS,
+                        help="with --slack-of and --objectives latency: each root backing every held input at the "
+                             "top or the outermost on-chip level searched as this many sub-parts by fused structure "
+                             f"(ffm.slack.LATENCY_SUB_PARTS, default {LATENCY_SUB_PARTS}; 1: every root whole)")
     parser.add_argument("--at-floors", action="store_true",
                         help="with --slack-of and --objectives energy: every Einsum held to its latency floor, so "
                              "every pmapping of every mapping at the latency bound within U ('auto': the least "
@@ -335,7 +343,7 @@ def main() -> None:
                 with recording() as timeline:
                     start = time.perf_counter()
                     latency_slack_run(w, a, float(args.slack_of) * 1e-3, args.einsums or w.einsum_names,
-                                      args.time_limit, args.whole, args.uniform_slack)
+                                      args.time_limit, args.whole, args.uniform_slack, args.sub_parts)
                 end = time.perf_counter()
                 occupancy_line(occupancy(timeline.spans, start, end))
                 idle_line(timeline.spans, start, end, w.einsum_names)

@@ -60,7 +60,7 @@ from pmapgen.generate import ROW_LIMIT
 from pmapgen.key_budgets import KeyBudgets, OutputPenalty
 from pmapgen.symmetry import key_mirror, mirror_result
 from pmapgen.turn import TURN
-from workloads.model import Workload
+from workloads.model import Einsum, Workload
 
 RTOL = 1e-9  # energies equal up to summation order
 
@@ -514,9 +514,16 @@ def _sub_parts(group: tuple, job: Job, m: int) -> int:
     with every tagged input in the GlobalBuffer 1.03 to 1.35 times (docs/pmapgen.md, "Sub-parts")."""
     if _fixed_loops(group):
         return 1
-    arch, einsum = job.arch, job.workload.einsum(job.einsum)
-    outer = {m.name for u in arch.computes_for(einsum) for m in arch.path(u.name)[:2]}
+    outer = outer_levels(job.arch, job.workload.einsum(job.einsum))
     return m if all(level in outer for _, (level, _) in group) else 1
+
+
+def outer_levels(arch: Arch, einsum: Einsum) -> set[str]:
+    """The levels a tensor of `einsum` may be backed at without keeping its sub-parts'
+    shared search long: the top and the outermost on-chip level of each compute unit's path.
+    An input backed deeper leaves the fused structure open further down, and each sub-part
+    repeats the search down to where it is final (docs/pmapgen.md, "Sub-parts")."""
+    return {m.name for u in arch.computes_for(einsum) for m in arch.path(u.name)[:2]}
 
 
 def _fixed_loops(group: tuple) -> int:

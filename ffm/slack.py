@@ -49,9 +49,10 @@ import pandas as pd
 from arch.model import Arch
 from ffm.latency_bound import einsum_latency_floor
 from ffm.consumers import consumer_penalty
-from ffm.refine import BACKING_GROUP_FROM, rest_by_key, search_keys, tagged_tensors, within_betas
+from ffm.refine import BACKING_GROUP_FROM, outer_levels, rest_by_key, search_keys, tagged_tensors, within_betas
 from pmapgen import Constraints, Stats
-from pmapgen.all_einsums import STOP, Job, generate_all, merge_parts, rename, run_searches, signature, union
+from pmapgen.all_einsums import (STOP, Job, generate_all, merge_parts, merge_subparts, rename, run_searches, signature,
+                                 union)
 from pmapgen.constraints import with_latency
 from pmapgen.generate import TIME_LIMIT
 from pmapgen.key_budgets import OutputPenalty, least_penalty
@@ -162,7 +163,8 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
                          workers: int | None = None, progress: bool = False, max_rows: int | None = None,
                          einsums: tuple[str, ...] | None = None, deadline: float | None = None,
                          stop_when_incomplete: bool = False,
-                         early: Callable[[dict[str, tuple]], bool] | None = None) -> LatencyTables:
+                         early: Callable[[dict[str, tuple]], bool] | None = None,
+                         sub_parts: int = 1) -> LatencyTables:
     """Every Einsum's pmappings within its latency budget (`latency_slack_budgets` for U =
     `bound`, seconds), each input held to the c_T its producer's complete table gives it
     (`producer_keys`, `Constraints.tensor_key_sets`), searched root by root as a graph.
@@ -200,7 +202,15 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     the roots it waits for end. Once fed it is searched on the rest of the product of its
     inputs' c_T (none, mostly: the producer's first root usually gives every c_T the others
     do); pruning is per compatibility group and the pieces' c_T differ, so the pieces
-    together keep what one search would (docs/pmapgen.md, "Guesses")."""
+    together keep what one search would (docs/pmapgen.md, "Guesses").
+
+    `sub_parts` > 1 searches the job of each root that backs every input held to a
+    producer's c_T at the top or the outermost on-chip level (`ffm.refine.outer_levels`) as
+    that many sub-parts by fused structure (`pmapgen.prefixes._Search.run`'s `sub`), merged
+    back (`merge_subparts`) once all have ended: a long root then shares the cores instead
+    of running alone while the roots after it wait. An input backed deeper keeps the fused
+    structure open longer, which every sub-part searches again (docs/pmapgen.md, "Sub-parts
+    in the latency set")."""
     names = [e for e in workload.einsum_names if einsums is None or e in einsums]
     budgets = latency_slack_budgets(workload, arch, bound)
     own = {e: replace((constraints or {}).get(e) or Constraints(), latency_budget=budgets[e]) for e in names}
@@ -223,6 +233,11 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     guessed: dict[tuple[str, int], dict[str, tuple]] = {}
     pieces: dict[tuple[str, int], list] = {}
     left: dict[tuple[str, int], int] = {}
+    split: dict[Hashable, tuple[Job, dict[int, tuple]]] = {}  # a split job's key -> it, its sub-parts ended
+    outer = {e: outer_levels(arch, workload.einsum(e)) for e in names}
+
+    def subs(e: str, i: int) -> int:  # the sub-parts the root's jobs are searched as
+        return sub_parts if all(roots[e][i][1][t] in outer[e] for t in held_by[e]) else 1
 
     def levels(e: str, i: int) -> dict[str, set]:
         at = roots[e][i][1]
@@ -275,8 +290,9 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
             merge_parts(Job(e, workload, arch, own[e], ("latency",), time_limit), got)
         order.append((e, i))
 
-    def job(e: str, i: int, sets: dict[str, tuple | None], role: str) -> tuple | None:
-        """The root's search on `sets` if it is a new job, else None (answered by one alike up to names)."""
+    def job(e: str, i: int, sets: dict[str, tuple | None], role: str) -> list:
+        """The root's search on `sets` if it is a new job, as `sub_parts` jobs (`_Sub`) if
+        split, else none (answered by one alike up to names)."""
         c = replace(own[e], tensor_key_sets={**own[e].tensor_key_sets,
                                              **{t: cts for t, cts in sets.items() if cts is not None}})
         part = part_backings(e, workload, arch, c).index(roots[e][i])
@@ -285,8 +301,13 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         left[e, i] = left.get((e, i), 0) + 1
         if key in answered:
             answer(key, e, i)
-        return (key, Job(e, workload, arch, c, ("latency",), time_limit, max_rows=max_rows, part=part)) \
-            if len(answers[key]) == 1 else None
+        if len(answers[key]) > 1:
+            return []
+        search = Job(e, workload, arch, c, ("latency",), time_limit, max_rows=max_rows, part=part)
+        if (m := subs(e, i)) == 1:
+            return [(key, search)]
+        split[key] = (search, {})
+        return [(_Sub(key, k, m), search._replace(sub=(k, m))) for k in range(m)]
 
     def start(e: str, i: int) -> list:
         """The root's jobs once fed: its search on every c_T its producers give (only those
@@ -299,7 +320,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
             ended[e, i] = None
             return []
         if (e, i) not in guessed:
-            return [x for x in [job(e, i, sets, "whole")] if x is not None]
+            return job(e, i, sets, "whole")
         # the rest of the product of the sets beyond the guess's: for each input guessed, its
         # c_T not guessed, with the inputs before it as guessed and those after it whole
         tried, out, rest = guessed[e, i], [], []
@@ -308,8 +329,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
             if new is None or new and at_level(e, i, t, new):
                 rest.append({**sets, **{u: tried[u] for u in list(tried)[:k]}, t: new})
         for r in rest:
-            if (x := job(e, i, r, "rest")) is not None:
-                out.append(x)
+            out += job(e, i, r, "rest")
         if not left.get((e, i)):
             end(e, i)
         return out
@@ -322,7 +342,7 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
         if not all(cts is not None and at_level(e, i, t, cts) for t, cts in sets.items()):
             return []
         guessed[e, i] = {t: cts for t, cts in sets.items() if not fed_input(e, i, t)}
-        return [x for x in [job(e, i, sets, "guess")] if x is not None]
+        return job(e, i, sets, "guess")
 
     def ready() -> list:
         """The jobs of the roots whose producers' roots at their levels have all ended, and
@@ -348,6 +368,12 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     stop: list[dict] = []
 
     def more(key: Hashable, res: tuple) -> list | str:
+        if isinstance(key, _Sub):  # a sub-part: its root's job ends with the last of them
+            search, got = split[key.key]
+            got[key.index] = res
+            if len(got) < key.of:
+                return []
+            key, res = key.key, merge_subparts(search, search.part, [got[k] for k in range(key.of)])
         answered[key] = res
         for e, i in answers[key]:
             answer(key, e, i)
@@ -368,6 +394,15 @@ def latency_slack_tables(workload: Workload, arch: Arch, bound: float,
     return LatencyTables(results, {e: {t: tuple(sorted(cts, key=repr)) for t, cts in held[e].items()} for e in names},
                          {e: tuple(i for i in range(len(roots[e])) if (e, i) in ended and ended[e, i] is None)
                           for e in names}, stop[0] if stop else None, tuple(order), tuple(guessed))
+
+
+@dataclass(frozen=True)
+class _Sub:
+    """The job key of sub-part `index` of `of` of the latency set's job `key`
+    (`latency_slack_tables`' `sub_parts`)."""
+    key: Hashable
+    index: int
+    of: int
 
 
 def _not_started(einsum: str, workload: Workload, arch: Arch, c: Constraints, root: int) -> tuple:
@@ -435,6 +470,13 @@ PROBE_WAITING = 500
 # 4.2 s) and split so they took 22% more CPU and 2 to 5 s more wall, so none is split there
 # (docs/pmapgen.md, "Sub-parts"). Nor in a sibling's first pass: its roots are short (V's 0.3 to 2.7 s)
 SUB_PARTS = 8
+# sub-parts per root of the latency set's roots that back every held input at the top or the outermost
+# on-chip level (`latency_slack_tables`' `sub_parts`; benchmarks/pmapgen_speed.py's default). At gpt3 batch 1
+# three roots ran alone for 87 to 110 s of the set's 315 to 369 s (V's with I and V in the GlobalBuffer, Z's
+# second, FFB's last); split so, one search ran alone for about 20 s and the set took 0.87 to 0.90 times the
+# wall with the same CPU. The latency proof's set (`ffm.latency_proof`, stopping at its first root cut short)
+# keeps whole roots (docs/pmapgen.md, "Sub-parts in the latency set")
+LATENCY_SUB_PARTS = 8
 
 
 def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str, float],

@@ -368,6 +368,27 @@ def test_the_roots_graph_in_worker_processes_keeps_what_it_keeps_in_one(problem)
     _bump("checked in two workers")
 
 
+@settings(max_examples=4, **SETTINGS)
+@given(problems(max_levels=2), st.sampled_from([2, 3]))
+def test_the_roots_graph_with_sub_parts_keeps_what_it_keeps_whole(problem, m):
+    """Each root's job searched as m sub-parts (`latency_slack_tables`' `sub_parts`), merged
+    once all have ended, in this process and in two workers: every Einsum's frontier, the
+    c_T each input is held to and the roots skipped are those of the whole roots' graph."""
+    workload, arch = problem
+    tables = {e: generate(e, workload, arch, objectives=("latency",))[0] for e in workload.einsum_names}
+    if any(t.empty for t in tables.values()) or (truth := search(tables, workload, arch, "latency")).best.empty:
+        return
+    bound = float(truth.best["latency"].iloc[0])
+    whole = latency_slack_tables(workload, arch, bound, workers=1)
+    for n in (1, 2):
+        split = latency_slack_tables(workload, arch, bound, workers=n, sub_parts=m)
+        assert split.skipped == whole.skipped and split.keys == whole.keys
+        for e in workload.einsum_names:
+            assert split.results[e][2].complete, e
+            assert frontier(split.results[e][0], ("latency",)) == frontier(whole.results[e][0], ("latency",)), e
+    _bump("checked with sub-parts")
+
+
 def chain(a: int, capacity: str, dram: dict | None = None):
     """(workload, arch): X[m,a] = I[m,a], Y[m,b] = X[m,a] * W0[a,b], Z[m,b] = Y[m,b] (m 4, b
     2) on DRAM (`dram`: more of its fields) and one buffer of `capacity`."""

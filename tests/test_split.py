@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import pmapgen.all_einsums as all_einsums
 import pmapgen.prefixes as prefixes
+from pmapgen import Constraints
 from pmapgen.all_einsums import Job, generate_all, merge_parts, merge_subparts
 from pmapgen.generate import TIME_LIMIT, generate
 from pmapgen.prefixes import generate_by_prefixes, part_count
@@ -130,6 +131,39 @@ def test_a_mirrored_part_split_into_sub_parts_keeps_what_it_keeps_whole(problem,
        st.sampled_from([OBJECTIVES, ("energy",)]), st.sampled_from([2, 3, 8]))
 def test_a_part_split_into_sub_parts_keeps_what_it_keeps_whole_long(problem, quantile, objectives, m):
     subparts_equal_whole(*problem, quantile, objectives, m)
+
+
+def latency_subparts_equal_whole(w, a, quantile, m):
+    """Within a latency budget (the latency set's searches, `ffm.slack.latency_slack_tables`'
+    `sub_parts`) each root searched as m sub-parts and merged keeps the frontier it keeps
+    whole. Latency alone is the objective, so rows tied on every criterion may differ in
+    energy and either may stand for the tie: the frontier, not the rows, is compared."""
+    for e in w.einsum_names:
+        full = generate(e, w, a, objectives=("latency",))[0]
+        if full.empty:
+            continue
+        c = Constraints(latency_budget=float(np.quantile(full["latency"], quantile)))
+        job = Job(e, w, a, c, ("latency",))
+        for i in range(part_count(e, w, a, c)):
+            whole = all_einsums._search(job._replace(part=i))
+            subs = [all_einsums._search(job._replace(part=i, sub=(j, m))) for j in range(m)]
+            table, _, stats = merge_subparts(job, i, subs)
+            assert stats.complete and frontier(table, ("latency",)) == frontier(whole[0], ("latency",)), (e, i)
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(st.one_of(small_problems(max_levels=3), mirrored_problems()), st.sampled_from([0.0, 0.5, 1.0]),
+       st.sampled_from([2, 3, 8]))
+def test_a_part_split_into_sub_parts_within_a_latency_budget_keeps_its_frontier(problem, quantile, m):
+    latency_subparts_equal_whole(*problem, quantile, m)
+
+
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(st.one_of(small_problems(max_levels=3), mirrored_problems(max_levels=3)), st.sampled_from([0.0, 0.5, 1.0]),
+       st.sampled_from([2, 3, 8]))
+def test_a_part_split_into_sub_parts_within_a_latency_budget_keeps_its_frontier_long(problem, quantile, m):
+    latency_subparts_equal_whole(*problem, quantile, m)
 
 
 @settings(max_examples=5, **SETTINGS)
