@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import workloads
 
-from ffm.refine import BACKING_GROUP_FROM
+from ffm.refine import BACKING_GROUP_FROM, outer_levels
 from ffm.search import search
 from ffm.slack import (latency_slack_budgets, latency_slack_tables, producer_keys, sibling_betas, siblings,
                        slack_budgets, slack_tables)
@@ -371,22 +371,43 @@ def test_the_roots_graph_in_worker_processes_keeps_what_it_keeps_in_one(problem)
 @settings(max_examples=4, **SETTINGS)
 @given(problems(max_levels=2), st.sampled_from([2, 3]))
 def test_the_roots_graph_with_sub_parts_keeps_what_it_keeps_whole(problem, m):
-    """Each root's job searched as m sub-parts (`latency_slack_tables`' `sub_parts`), merged
-    once all have ended, in this process and in two workers: every Einsum's frontier, the
-    c_T each input is held to and the roots skipped are those of the whole roots' graph."""
-    workload, arch = problem
+    """Each root's job searched as m sub-parts (`latency_slack_tables`' `sub_parts`; on two
+    levels every root is split), merged once all have ended, in this process and in two
+    workers: every Einsum's frontier, the c_T each input is held to and the roots skipped
+    are those of the whole roots' graph."""
+    check_sub_parts_graph(*problem, m, workers=(1, 2))
+
+
+@settings(max_examples=3, **SETTINGS)
+@given(problems(min_levels=3, max_levels=3), st.sampled_from([2, 3]))
+def test_the_roots_graph_with_sub_parts_on_three_levels_keeps_what_it_keeps_whole(problem, m):
+    """On three levels a root reading a produced input from the innermost is searched whole
+    and the others split (`ffm.refine.outer_levels`): the graph mixing both keeps what the
+    whole roots' graph keeps."""
+    check_sub_parts_graph(*problem, m, workers=(1,))
+
+
+def check_sub_parts_graph(workload, arch, m: int, workers: tuple[int, ...]) -> None:
     tables = {e: generate(e, workload, arch, objectives=("latency",))[0] for e in workload.einsum_names}
     if any(t.empty for t in tables.values()) or (truth := search(tables, workload, arch, "latency")).best.empty:
         return
     bound = float(truth.best["latency"].iloc[0])
     whole = latency_slack_tables(workload, arch, bound, workers=1)
-    for n in (1, 2):
+    for n in workers:
         split = latency_slack_tables(workload, arch, bound, workers=n, sub_parts=m)
         assert split.skipped == whole.skipped and split.keys == whole.keys
         for e in workload.einsum_names:
             assert split.results[e][2].complete, e
             assert frontier(split.results[e][0], ("latency",)) == frontier(whole.results[e][0], ("latency",)), e
-    _bump("checked with sub-parts")
+    budgets = latency_slack_budgets(workload, arch, bound)
+    kinds = set()  # whether the roots searched were split, whole, or both
+    for e in workload.einsum_names:
+        held = [u.tensor for u in workload.einsum(e).inputs if workload.producer(u.tensor) is not None]
+        outer = outer_levels(arch, workload.einsum(e))
+        for i, (_, at) in enumerate(part_backings(e, workload, arch, Constraints(latency_budget=budgets[e]))):
+            if i not in whole.skipped[e]:
+                kinds.add("split" if all(at[t] in outer for t in held) else "whole")
+    _bump(f"checked with sub-parts, roots {' and '.join(sorted(kinds))}")
 
 
 def chain(a: int, capacity: str, dram: dict | None = None):
