@@ -49,8 +49,8 @@ pmapping of every Pareto-optimal mapping, up to dominance within compatibility g
 runs the energy proof at the latency floors and the energy proof (`ffm.latency_proof`,
 `ffm.budgets`; the frontier's two ends), then the pareto proof (`ffm.pareto_proof`),
 whose boxes' tables, complete, are that set: each box's line, then each Einsum's rows
-over all the boxes (docs/pmapgen.md, "The Pareto set as boxes"). E.g. `--prefixes
---pareto-set --shapes 0`.
+over all the boxes (docs/pmapgen.md, "The Pareto set as boxes"), and the searches'
+occupancy of the ends' and of the boxes' wall. E.g. `--prefixes --pareto-set --shapes 0`.
 
 `--slack-of U --objectives latency` (U in ms, the latency of a valid mapping) prints the
 same set for latency: every Einsum within U minus the other Einsums' latency floors
@@ -247,20 +247,26 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
 def pareto_set_run(w, a, time_limit: float) -> None:
     """`--pareto-set`: the frontier's ends (the floors proof, the energy proof), then the
     pareto proof's boxes, each a `slack_tables` run within its latency budgets; the rows
-    every box kept, per Einsum."""
+    every box kept, per Einsum; where the ends' and the boxes' wall went (`occupancy_line`)."""
     start = time.perf_counter()
-    floors = prove_at_floors(w, a, None, time_limit)
-    tables, _, proof = prove_energy(w, a, math.inf, {}, None, time_limit, None, False)
-    ends = time.perf_counter() - start
-    print(f"ends: floors proof {floors.seconds:.1f} s ({'complete' if floors.least else 'NOT complete'}), energy "
-          f"proof {ends - floors.seconds:.1f} s ({'complete' if proof.proven else 'NOT complete'})")
-    if not (floors.met and proof.proven):
-        print("an end is not proven: no pareto proof")
-        return
-    seed = union(tables, floors.tables)
-    pp = prove_pareto(w, a, None, seed, proof.lower, time_limit)
+    with recording() as timeline:
+        floors = prove_at_floors(w, a, None, time_limit)
+        tables, _, proof = prove_energy(w, a, math.inf, {}, None, time_limit, None, False)
+        ends = time.perf_counter() - start
+        print(f"ends: floors proof {floors.seconds:.1f} s ({'complete' if floors.least else 'NOT complete'}), energy "
+              f"proof {ends - floors.seconds:.1f} s ({'complete' if proof.proven else 'NOT complete'})")
+        print("ends: ", end="")
+        occupancy_line(occupancy(timeline.spans, start, start + ends))
+        if not (floors.met and proof.proven):
+            print("an end is not proven: no pareto proof")
+            return
+        seed = union(tables, floors.tables)
+        pp = prove_pareto(w, a, None, seed, proof.lower, time_limit)
+    boxes = occupancy(timeline.spans, start + ends, time.perf_counter())
     for r in pp.runs:
         print(f"box: {box_text(r)}")
+    print("boxes: ", end="")
+    occupancy_line(boxes)
     seeded = {e: len(t) for e, (t, _, _) in seed.items()}
     for e, (t, _, _) in pp.tables.items():
         print(f"{e:<12}{'-':>11}{'-':>13}{len(t) - seeded[e]:>8}{'-':>9}{children_peak_mib():>10.0f}  "
