@@ -51,6 +51,8 @@ runs the energy proof at the latency floors and the energy proof (`ffm.latency_p
 whose boxes' tables, complete, are that set: each box's line, then each Einsum's rows
 over all the boxes (docs/pmapgen.md, "The Pareto set as boxes"), and the searches'
 occupancy of the ends' and of the boxes' wall. E.g. `--prefixes --pareto-set --shapes 0`.
+The boxes are searched in one run (`prove_pareto`'s `at_once`); `--sweep` searches them one
+after another, as before the hundred-and-first session.
 
 `--slack-of U --objectives latency` (U in ms, the latency of a valid mapping) prints the
 same set for latency: every Einsum within U minus the other Einsums' latency floors
@@ -244,7 +246,7 @@ def latency_slack_run(w, a, bound: float, einsums, time_limit: float, whole: boo
           f"this process {peak_mib():.0f} MiB")
 
 
-def pareto_set_run(w, a, time_limit: float) -> None:
+def pareto_set_run(w, a, time_limit: float, sweep: bool = False) -> None:
     """`--pareto-set`: the frontier's ends (the floors proof, the energy proof), then the
     pareto proof's boxes, each a `slack_tables` run within its latency budgets; the rows
     every box kept, per Einsum; where the ends' and the boxes' wall went (`occupancy_line`)."""
@@ -261,7 +263,7 @@ def pareto_set_run(w, a, time_limit: float) -> None:
             print("an end is not proven: no pareto proof")
             return
         seed = union(tables, floors.tables)
-        pp = prove_pareto(w, a, None, seed, proof.lower, time_limit)
+        pp = prove_pareto(w, a, None, seed, proof.lower, time_limit, at_once=not sweep)
     boxes = occupancy(timeline.spans, start + ends, time.perf_counter())
     for r in pp.runs:
         print(f"box: {box_text(r)}")
@@ -304,6 +306,9 @@ def main() -> None:
                         help="with --slack-of and --objectives energy: every Einsum held to its latency floor, so "
                              "every pmapping of every mapping at the latency bound within U ('auto': the least "
                              "energy there, from ffm.map --objective latency)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="with --pareto-set: the pareto proof's boxes one after another, not in one run "
+                             "(`prove_pareto`'s at_once False)")
     parser.add_argument("--pareto-set", action="store_true",
                         help="with --prefixes: every pmapping of every Pareto-optimal mapping (energy and latency), "
                              "from the frontier's ends and the pareto proof's boxes; see above")
@@ -342,7 +347,7 @@ def main() -> None:
               f"{args.time_limit:g} s per {per}")
         print(f"{'Einsum':<12}{'templates':>11}{'tile shapes':>13}{'kept':>8}{'seconds':>9}{'peak MiB':>10}  status")
         if args.pareto_set:
-            pareto_set_run(w, a, args.time_limit)
+            pareto_set_run(w, a, args.time_limit, args.sweep)
             continue
         if args.slack_of is not None:
             if objectives == ("latency",):

@@ -32,6 +32,19 @@ third boxes, whose minima are the same (123.02 mJ), become one: 87.9 s with its 
 where they took 80.8 and 68.5 s. The first box (minima 124.31 mJ, 1.29 mJ above the
 second's) stays apart; checking that cost 7 s.
 
+The boxes need not be searched one after another (`prove_pareto`'s `at_once`, the
+default). The seed's points alone give boxes that hold every Pareto-optimal mapping: a point
+a box finds lowers only the caps of the boxes after it, so caps from the seed are at least
+the sweep's. Every box's minima, then one `ffm.slack.slack_tables` run whose budgets are,
+per Einsum, the largest any box gives it (`slack_tables`' `steps`, `ffm.slack.step_limit`),
+within the latest box's latency budgets, hold them all; a box whose cap is at most
+another's and whose minima are at least its is held by that one's budgets and adds none
+(`joint_steps`). At gpt3 batch 1 the first box's budgets are the larger for QK, AV and Z
+(0.19, 0.66 and 1.01 mJ: its minima are 0.47, 0.47 and 0.35 mJ higher there) and the
+second's for the others, and V's search, the longest, is the second box's alone: one run
+takes what the sweep's two took less a fifth (docs/pmapgen.md, "The Pareto set measured
+again").
+
 A box's `ffm.slack.slack_tables` first probes every Einsum within its uniform budget up to
 a search size (`ffm.slack.PROBE`), keeping the tables that complete (at gpt3 batch 1 I,
 QK_softmax, FFA and FFB) and keying the rest. Each box after the first searches within their uniform budgets the
@@ -80,12 +93,14 @@ class Box:
 class BoxRun:
     """One box of the sweep: whether its tables completed, the frontier points its join
     found in it, its wall seconds (minima and tables), and how many known points it was
-    widened past (`prove_pareto`)."""
+    widened past (`prove_pareto`). `joint`: how many boxes were searched in the one run
+    this box's tables came from (`prove_pareto`'s `at_once`; `seconds` is that run's)."""
     box: Box
     complete: bool
     points: int
     seconds: float
     widened: int = 0
+    joint: int = 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -163,7 +178,8 @@ class BoxTables:
 
 def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time_limit: float | None,
                workers: int | None = None, progress: bool = False, deadline: float | None = None,
-               uniform: tuple[str, ...] | None = None) -> BoxTables:
+               uniform: tuple[str, ...] | None = None, also: tuple[tuple[Box, BoxMinima], ...] = (),
+               held: dict[str, Constraints] | None = None) -> BoxTables:
     """Tables holding every pmapping of every mapping in `box` (module docstring), and whether
     they are complete: `ffm.slack.slack_tables` for U = the box's energy under the latency
     budgets and with the minima of `minima` (`box_minima` for the box's latency). The box
@@ -174,29 +190,79 @@ def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time
     K's and Q's, the same Einsum searched again, had 1,892.) `uniform` names the Einsums to
     search within their uniform budgets, the rest keyed with no probe (`slack_tables`'
     `uniform`; `prove_pareto` passes those the box before completed so). An Einsum with no
-    pmapping within its budget leaves the box empty: no tables, complete."""
+    pmapping within its budget leaves the box empty: no tables, complete.
+
+    `also` ((box, its minima), ...) are more boxes the same run holds (`slack_tables`'
+    `steps`), and `held` the latency budgets of the run (default the minima's): they must
+    hold every box's. The minima's tables bound readers (`slack_tables`' `minima_tables`)
+    only for one box within its own budgets."""
     if not minima.complete or minima.lows is None:
         return BoxTables({}, minima.complete)
     wall = None if time_limit is None else time_limit * len(minima.lows)
     own = None if wall is None else time.perf_counter() + wall
-    st = slack_tables(workload, arch, box.energy, minima.lows, minima.held, time_limit=wall, workers=workers,
-                      progress=progress, max_rows=PROOF_ROWS, uniform=uniform, minima_tables=minima.tables,
-                      deadline=min((d for d in (own, deadline) if d is not None), default=None))
+    alone = not also and held is None
+    st = slack_tables(workload, arch, box.energy, minima.lows, minima.held if held is None else held,
+                      time_limit=wall, workers=workers, progress=progress, max_rows=PROOF_ROWS, uniform=uniform,
+                      minima_tables=minima.tables if alone else None,
+                      deadline=min((d for d in (own, deadline) if d is not None), default=None),
+                      steps=tuple((b.energy, m.lows) for b, m in also))
     return BoxTables(dict(st.results), not st.incomplete, st.uniform)
+
+
+def seed_boxes(points: list[tuple[float, float]], bound: float, energy_low: float) -> list[Box]:
+    """The boxes the sweep would search if no box found a point the seed's `points` lack:
+    `next_box` from the latency bound `bound` on, each box's latency the next one's start,
+    until the energy optimum `energy_low`; [] if the points never reach it (a box without
+    end) or none is at the bound."""
+    if not any(lat <= bound * (1 + BOUND_RTOL) for _, lat in points):
+        return []
+    boxes: list[Box] = []
+    proven_to = bound
+    while (box := next_box(points, proven_to, energy_low)) is not None:
+        if math.isinf(box.latency):
+            return []
+        boxes.append(box)
+        proven_to = box.latency
+    return boxes
+
+
+def joint_steps(boxes: list[Box], minima: list[BoxMinima]) -> list[tuple[Box, BoxMinima, int]]:
+    """The boxes one `slack_tables` run must cover (`prove_pareto`'s `at_once`), each with
+    its minima and how many of the boxes after it it covers: a box with no mapping within
+    its latency budgets (no lows) is left out, and so is one whose cap is at most another's
+    and whose minima are at least its (that one's budgets hold it, as the sweep's widening
+    does; of two alike, the first stays)."""
+    live = [(b, m) for b, m in zip(boxes, minima) if m.lows is not None]
+
+    def covers(j: int, i: int) -> bool:
+        (o, n), (b, m) = live[j], live[i]
+        return o.energy >= b.energy and all(n.lows[e] <= m.lows[e] for e in m.lows)
+
+    dropped = {i for i in range(len(live)) if any(j != i and covers(j, i) and (j < i or not covers(i, j))
+                                                  for j in range(len(live)))}
+    return [(*live[i], sum(1 for k in dropped if k > i and covers(i, k)))
+            for i in range(len(live)) if i not in dropped]
 
 
 def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constraints] | None,
                  seed: dict[str, tuple], energy_low: float, time_limit: float | None,
                  workers: int | None = None, progress: bool = False,
                  join_pareto: Callable[[dict[str, pd.DataFrame]], SearchResult] | None = None,
-                 seconds: float | None = None) -> ParetoProof:
+                 seconds: float | None = None, at_once: bool = True) -> ParetoProof:
     """The pareto proof (module docstring) from the `seed` tables (`generate_all`-style; the
     floors proof's and the energy proof's), `energy_low` the proven energy optimum (pJ);
     the seed's mapping at the latency bound need not be the least energy there (the first
     box holds any less). Each box has `time_limit` seconds per Einsum (`box_tables`);
     `join_pareto` is the pareto join (default `ffm.search.search`). With `seconds`, no box
     (nor keyed search) starts that many seconds after the start: a frontier of many points
-    has up to as many boxes (not proven then)."""
+    has up to as many boxes (not proven then).
+
+    `at_once` (the default) searches every box the seed's points give (`seed_boxes`) in one
+    run: the boxes' minima, then one `slack_tables` run holding them all (`joint_steps`,
+    `slack_tables`' `steps`), instead of the sweep's box after box. The seed's boxes hold
+    every Pareto-optimal mapping the sweep's do: a point a box finds only lowers the caps
+    of the boxes after it, and the seed's caps stay sound. Without a seed point at the
+    latency bound and one at `energy_low`, or with `at_once` False, the sweep."""
     start = time.perf_counter()
     deadline = None if seconds is None else start + seconds
     join = join_pareto or (lambda tabs: search(tabs, workload, arch, "pareto"))
@@ -215,6 +281,34 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         if latency not in known:
             known[latency] = box_minima(workload, arch, constraints, latency, time_limit, workers, progress)
         return known[latency]
+
+    boxes = seed_boxes(frontier_points(found), bound, energy_low) if at_once else []
+    if boxes:  # every box the seed's points give, in one run (module docstring)
+        for box in boxes:
+            if deadline is not None and time.perf_counter() > deadline:
+                return ParetoProof(tables, found, (), False, "out of time after 0 boxes", time.perf_counter() - start)
+            if not minima_at(box.latency).complete:
+                return ParetoProof(tables, found, (), False, "a box's searches were cut short",
+                                   time.perf_counter() - start)
+        minima = [known[b.latency] for b in boxes]
+        steps = joint_steps(boxes, minima)
+        complete = True
+        if steps:
+            (box, low, _), also = steps[0], tuple((b, m) for b, m, _ in steps[1:])
+            widest = minima[-1]  # (the latest box's latency budgets hold every box's)
+            got = box_tables(workload, arch, box, low, time_limit, workers, progress, deadline, also=also,
+                             held=None if low is widest and not also else widest.held)
+            complete = got.complete
+            if got.tables:
+                tables = union(tables, got.tables)
+                found = join({e: t for e, (t, _, _) in tables.items()})
+        points = frontier_points(found)
+        seconds_run = time.perf_counter() - start
+        runs = [BoxRun(b, complete, sum(e <= b.energy * (1 + BOUND_RTOL) and lat < b.latency * (1 - STRICT)
+                                         for e, lat in points), seconds_run, covered, len(steps))
+                for b, _, covered in steps]
+        return ParetoProof(tables, found, tuple(runs), complete, "" if complete else "a box's searches were cut short",
+                           time.perf_counter() - start)
 
     while True:
         points = frontier_points(found)

@@ -157,8 +157,9 @@ def box_text(run: BoxRun) -> str:
     """One box of the pareto proof: its corner, how many known points it was widened past,
     and the frontier points found inside it with its seconds (or that it was cut short)."""
     widened = f" (widened past {run.widened} known point{'' if run.widened == 1 else 's'})" if run.widened else ""
-    done = (f"{run.points} point{'' if run.points == 1 else 's'}, {run.seconds:.1f} s" if run.complete
-            else f"cut short after {run.seconds:.1f} s")
+    joint = f" in one run with {run.joint - 1} other box{'' if run.joint == 2 else 'es'}" if run.joint > 1 else ""
+    done = (f"{run.points} point{'' if run.points == 1 else 's'}, {run.seconds:.1f} s{joint}" if run.complete
+            else f"cut short after {run.seconds:.1f} s{joint}")
     return f"at most {energy_text(run.box.energy)} and below {time_text(run.box.latency)}{widened}: {done}"
 
 

@@ -484,7 +484,8 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
                  workers: int | None = None, progress: bool = False, max_rows: int | None = None,
                  probe: int = PROBE, uniform: tuple[str, ...] | None = None, probe_waiting: int | None = PROBE_WAITING,
                  deadline: float | None = None, by_backing: int = BACKING_GROUP_FROM,
-                 minima_tables: dict[str, tuple[pd.DataFrame, float]] | None = None) -> SlackTables:
+                 minima_tables: dict[str, tuple[pd.DataFrame, float]] | None = None,
+                 steps: tuple[tuple[float, dict[str, float]], ...] = ()) -> SlackTables:
     """Every Einsum's pmappings within its budgets (module docstring) for U = `bound` (pJ,
     the energy of a valid mapping) and each Einsum's minimum energy `minima`: tables
     holding, up to dominance within compatibility groups, every pmapping of every mapping
@@ -515,13 +516,23 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
     searches that found `minima`) bound what each keyed Einsum's output costs its readers
     at its c_T (`ffm.consumers`): its second pass holds a row whose output is at d to β
     less that penalty (for siblings sharing the search, the least of theirs), and its table
-    keeps the rows within its own."""
+    keeps the rows within its own.
+
+    `steps` ((U_j, minima_j), ...) are more regions the tables must hold, each every mapping
+    of energy at most U_j whose Einsums cost at least minima_j (the pareto proof's boxes,
+    each minima within its own latency budgets: `ffm.pareto_proof`). One run holds them all
+    (`step_limit`): the minima counted are the least of every region's, and an Einsum's
+    budgets the largest any region gives it. Readers' penalties are not used then."""
     names = workload.einsum_names
-    limit = bound * (1 + RTOL)
+    each = ((bound, minima),) + tuple(steps)
+    if steps:
+        minima = {e: min(m[e] for _, m in each) for e in names}
+        minima_tables = None
     first = names if uniform is None else tuple(uniform)
     if uniform is None and probe <= 0:
         first = ()
-    budgets = slack_budgets(minima, limit)
+    budgets = slack_budgets(minima, bound * (1 + RTOL)) if not steps else \
+        {e: step_limit(each, minima, e, names, ()) - sum(minima[f] for f in names if f != e) for e in names}
     start = time.perf_counter()
     objectives = with_latency(("energy",), *(constraints or {}).values())  # (latency budgets: latency too)
     sub_parts = SUB_PARTS if objectives == ("energy",) else 1
@@ -546,11 +557,12 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
         start = time.perf_counter()
         free = tuple(x for x in names if x not in tables)  # e, the Einsums after it, and any cut short
         later = sum(minima[x] for x in free if x != e)
+        twins = siblings(workload, free, e, constraints)
+        limit = step_limit(each, minima, e, free, twins)
         rests = rest_by_key(workload, arch, tables, free, e, limit - later - minima[e] * (1 - RTOL), readers=True)
         rest_seconds[e] = time.perf_counter() - start
         betas = {k: limit - r - later for k, r in rests.items()}
         keys[e] = len(betas)
-        twins = siblings(workload, free, e, constraints)
         # one search per backing group, however few its keys: the searches of siblings keyed alike answer each other's
         grouping = 0 if siblings(workload, free, e, constraints, among=names) else by_backing
         explored = evaluated = searches[e] = 0
@@ -584,6 +596,19 @@ def slack_tables(workload: Workload, arch: Arch, bound: float, minima: dict[str,
             tables[e] = table
     return SlackTables({e: results[e] for e in names}, bound, dict(minima), keys, searches, rest_seconds,
                        probe_seconds, tuple(e for e in names if e in pre and pre[e][2].complete), held, penalties)
+
+
+def step_limit(steps: tuple[tuple[float, dict[str, float]], ...], least: dict[str, float], e: str,
+               counted: tuple[str, ...], twins: tuple[str, ...]) -> float:
+    """The U that `slack_tables` holds Einsum e to over every region of `steps` ((U_j,
+    minima_j), ...), the Einsums of `counted` but e counted at `least` (each the least of
+    the regions' minima): the largest U_j less what counting them at `least` instead of
+    minima_j adds. Then β = U - R - Σ least is at least every region's own β_j, so a table
+    within it holds what each region's would (`slack_tables`' induction, region by region).
+    The siblings `twins` are left out of that sum: `sibling_betas` then counts each at
+    max(its least, e's least at the key), at most what region j counts it at (max(its
+    minimum_j, e's least there)). With one region, U_1."""
+    return max(u * (1 + RTOL) - sum(m[x] - least[x] for x in counted if x != e and x not in twins) for u, m in steps)
 
 
 def _siblings_least(workload: Workload, e: str, free: tuple, names: tuple, constraints: dict | None,

@@ -18,7 +18,8 @@ import ffm
 import workloads
 from ffm.budgets import prove_energy
 from ffm.latency_proof import prove_at_floors
-from ffm.pareto_proof import Box, box_minima, box_tables, frontier_points, next_box, prove_pareto
+from ffm.pareto_proof import (Box, BoxMinima, box_minima, box_tables, frontier_points, joint_steps, next_box,
+                               prove_pareto, seed_boxes)
 from ffm.report import result_text
 from ffm.search import full_mapping, search
 from looptree.evaluation import evaluate
@@ -45,14 +46,39 @@ def test_the_boxes_follow_the_known_points():
     assert next_box(POINTS + [(125.9, 12.0)], 7.517, 125.64) == Box(126.28, 9.015)  # (a dominated point: skipped)
 
 
+def test_the_seed_s_boxes_are_the_sweep_s_and_the_joint_run_keeps_those_no_other_holds():
+    """The seed's points give the sweep's boxes up to the energy optimum (none if they never
+    reach it, or none is at the latency bound). Of gpt3's three, the third has the second's
+    minima and a lower cap: the second's budgets hold it, so the joint run covers two, the
+    second covering one after it; a box with no mapping within its latency budgets is left out."""
+    boxes = seed_boxes(POINTS, 6.768, 125.64)
+    assert boxes == [Box(127.29, 7.517), Box(126.28, 9.015), Box(125.78, 10.513)]
+    assert seed_boxes(POINTS, 6.768, 125.0) == []  # (a box without end)
+    assert seed_boxes(POINTS[1:], 6.768, 125.64) == []  # (no point at the bound)
+    first = {"A": 3.0, "B": 2.0}
+    rest = {"A": 2.5, "B": 2.0}
+    minima = [BoxMinima({}, first, True), BoxMinima({}, rest, True), BoxMinima({}, dict(rest), True)]
+    got = joint_steps(boxes, minima)
+    assert [(b, covered) for b, _, covered in got] == [(boxes[0], 0), (boxes[1], 1)]
+    # the third's minima lower in one Einsum: it stays
+    minima[2] = BoxMinima({}, {"A": 2.5, "B": 1.5}, True)
+    assert [b for b, _, _ in joint_steps(boxes, minima)] == boxes
+    # the first box empty: left out
+    minima[0] = BoxMinima({}, None, True)
+    assert [b for b, _, _ in joint_steps(boxes, minima)] == boxes[1:]
+    # two boxes alike: the first stays, covering the other
+    same = [BoxMinima({}, rest, True), BoxMinima({}, dict(rest), True)]
+    assert [(b, c) for b, _, c in joint_steps([Box(1.0, 2.0), Box(1.0, 3.0)], same)] == [(Box(1.0, 2.0), 1)]
+
+
 def pairs(points) -> np.ndarray:
     return np.array(sorted({(round(e, 6), round(lat * 1e9, 6)) for e, lat in points}))
 
 
-def check_pareto_proof(workload, arch) -> None:
+def check_pareto_proof(workload, arch, at_once: bool = True) -> None:
     """Where the floors proof meets the latency bound and the energy proof completes, a
     proven frontier is the exhaustive one, and each of its points rebuilds to a mapping of
-    those totals."""
+    those totals; the boxes searched in one run (`at_once`) or one after another."""
     tables = {e: generate(e, workload, arch) for e in workload.einsum_names}
     if any(t.empty for t, _, _ in tables.values()) or \
             (exact := search({e: t for e, (t, _, _) in tables.items()}, workload, arch, "pareto")).best.empty:
@@ -65,7 +91,7 @@ def check_pareto_proof(workload, arch) -> None:
         return
     seed = union(res, fp.tables)
     before = frontier_points(search({e: t for e, (t, _, _) in seed.items()}, workload, arch, "pareto"))
-    pp = prove_pareto(workload, arch, None, seed, proof.lower, 60.0, workers=1)
+    pp = prove_pareto(workload, arch, None, seed, proof.lower, 60.0, workers=1, at_once=at_once)
     got = frontier_points(pp.found)
     want = frontier_points(exact)
     if not pp.proven:
@@ -77,7 +103,8 @@ def check_pareto_proof(workload, arch) -> None:
         assert ev.valid and np.isclose(ev.energy_pJ, float(row["energy"]), rtol=RTOL)
         assert np.isclose(ev.latency_s, float(row["latency"]), rtol=RTOL)
     missed = len(pairs(want)) - len({p for p in map(tuple, pairs(want))} & {p for p in map(tuple, pairs(before))})
-    _bump(f"proven, {len(pp.runs)} box(es)" + (", the boxes found points the seed lacked" if missed else "")
+    _bump(f"proven, {len(pp.runs)} box(es)" + (" at once" if at_once else "")
+          + (", the boxes found points the seed lacked" if missed else "")
           + (", widened" if any(r.widened for r in pp.runs) else ""))
 
 
@@ -95,16 +122,16 @@ def trade_offs(draw, sizes=(2, 3)):
 
 
 @settings(max_examples=15, **SETTINGS)
-@given(st.one_of(problems(max_levels=2), trade_offs()))
-def test_a_proven_frontier_is_the_exhaustive_frontier(problem):
-    check_pareto_proof(*problem)
+@given(st.one_of(problems(max_levels=2), trade_offs()), st.booleans())
+def test_a_proven_frontier_is_the_exhaustive_frontier(problem, at_once):
+    check_pareto_proof(*problem, at_once=at_once)
 
 
 @pytest.mark.slow
 @settings(max_examples=60, **SETTINGS)
-@given(st.one_of(problems(sizes=(2, 3, 4)), trade_offs(sizes=(2, 3, 4))))
-def test_a_proven_frontier_is_the_exhaustive_frontier_long(problem):
-    check_pareto_proof(*problem)
+@given(st.one_of(problems(sizes=(2, 3, 4)), trade_offs(sizes=(2, 3, 4))), st.booleans())
+def test_a_proven_frontier_is_the_exhaustive_frontier_long(problem, at_once):
+    check_pareto_proof(*problem, at_once=at_once)
 
 
 def check_box(workload, arch, data) -> None:
@@ -155,6 +182,50 @@ def test_a_box_s_tables_hold_its_frontier_long(problem, data):
     check_box(*problem, data)
 
 
+def check_joint_boxes(workload, arch, data) -> None:
+    """Two boxes cornered at exhaustive frontier points, the second's cap lower and its
+    latency further (energy at most point i's below point k's latency, and at most point
+    i2's below point k2's, i < i2, k < k2), searched in one run (`box_tables`' `also`,
+    within the second's latency budgets, as `prove_pareto`'s `at_once` does): the pareto
+    join of its tables has, in each box, exactly the exhaustive frontier's points there. (On
+    problems this small the first box's budgets alone rarely miss a point of the second's;
+    `tests/test_slack.py`'s `check_steps` is the check that fails without the second's.)"""
+    tables = {e: generate(e, workload, arch) for e in workload.einsum_names}
+    if any(t.empty for t, _, _ in tables.values()) or \
+            (exact := search({e: t for e, (t, _, _) in tables.items()}, workload, arch, "pareto")).best.empty:
+        _bump("no valid mapping")
+        return
+    points = frontier_points(exact)
+    if len(points) < 2:
+        _bump("one point")
+        return
+    i = data.draw(st.integers(0, len(points) - 2), label="point i")
+    i2 = data.draw(st.integers(i + 1, len(points) - 1), label="point i2")
+    k = data.draw(st.integers(i + 1, len(points)), label="point k")
+    k2 = data.draw(st.integers(max(k, i2 + 1), len(points)), label="point k2")
+    end = lambda j: points[j][1] if j < len(points) else (2 + j - len(points)) * points[-1][1]  # noqa: E731
+    first, second = Box(points[i][0], end(k)), Box(points[i2][0], end(k2))
+    low, wide = (box_minima(workload, arch, None, b.latency, 60.0, workers=1) for b in (first, second))
+    if low.lows is None or wide.lows is None:
+        _bump("a box with no mapping")
+        return
+    got = box_tables(workload, arch, first, low, 60.0, workers=1, also=((second, wide),), held=wide.held)
+    assert got.complete
+    found = frontier_points(search({e: t for e, (t, _, _) in got.tables.items()}, workload, arch, "pareto"))
+    for box in (first, second):
+        def inside(pts, box=box):
+            return pairs([(e, lat) for e, lat in pts if e <= box.energy * (1 + RTOL) and lat < box.latency * (1 - 1e-6)])
+        want = inside(points)
+        assert inside(found).shape == want.shape and np.allclose(inside(found), want, rtol=RTOL), (found, points, box)
+    _bump("checked")
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(st.one_of(problems(max_levels=2), trade_offs()), st.data())
+def test_two_boxes_in_one_run_hold_each_box_s_frontier(problem, data):
+    check_joint_boxes(*problem, data)
+
+
 CHAIN = {"name": "chain", "rank_sizes": {"m": 3, "a": 2, "b": 3}, "bits": 8,
          "einsums": ["X[m,a] = I[m,a]", "Y[m,b] = X[m,a] * W0[a,b]", "Z[m,a] = Y[m,b] * W1[b,a]",
                      "V[m] = X[m,a] * W2[a]"]}
@@ -164,19 +235,25 @@ TRADE = two_levels("8 GB/s", "8 B", "1 GB/s", "trade")
 def test_the_boxes_find_the_points_the_seed_lacks():
     """A case found by search (scratch) whose seed, the floors proof's and the energy proof's
     tables, lacks frontier points, one of them at 0.977 of its box's energy cap. The proof
-    finds every one, and the frontier is the exhaustive one. Its second box is widened
+    finds every one, and the frontier is the exhaustive one, whether its boxes are searched
+    in one run (from the seed's points alone) or by the sweep. The sweep's second box is widened
     past the six known points ahead of it, the Einsums' minima staying the same there:
     two boxes, where one per known point took eight. (Boxes capped even 10% low pass here
     since the widening: its points lie in wider boxes, whose slack budgets leave each
     Einsum more room than that. `test_a_box_s_tables_hold_its_frontier`, its corners on
     points, fails at 1% low.)"""
     w, a = workloads.load(CHAIN), arch_specs.load(TRADE)
-    check_pareto_proof(w, a)
+    check_pareto_proof(w, a, at_once=False)
+    check_pareto_proof(w, a, at_once=True)
     fp = prove_at_floors(w, a, None, 60.0, workers=1)
     res, _, proof = prove_energy(w, a, math.inf, {}, None, 60.0, 1, False)
     seed = union(res, fp.tables)
     before = pairs(frontier_points(search({e: t for e, (t, _, _) in seed.items()}, w, a, "pareto")))
-    pp = prove_pareto(w, a, None, seed, proof.lower, 60.0, workers=1)
+    pp = prove_pareto(w, a, None, seed, proof.lower, 60.0, workers=1, at_once=False)
+    # the boxes at once: from the seed's points alone, every one in one run, the same frontier
+    once = prove_pareto(w, a, None, seed, proof.lower, 60.0, workers=1)
+    assert once.proven and once.runs and all(r.joint == len(once.runs) and r.complete for r in once.runs)
+    assert np.array_equal(pairs(frontier_points(once.found)), pairs(frontier_points(pp.found)))
     after = pairs(frontier_points(pp.found))
     new = [p for p in map(tuple, after) if p not in set(map(tuple, before))]
     assert pp.proven and new
@@ -184,9 +261,10 @@ def test_the_boxes_find_the_points_the_seed_lacks():
     assert max(e / cap for (e, _), cap in zip(new, caps)) > 0.975
     assert [r.widened for r in pp.runs] == [0, 6] and all(r.complete for r in pp.runs)
     # with no time for a box, the seed's frontier, not proven
-    cut = prove_pareto(w, a, None, seed, proof.lower, 60.0, workers=1, seconds=0.0)
-    assert not cut.proven and cut.reason == "out of time after 0 boxes" and not cut.runs
-    assert np.array_equal(pairs(frontier_points(cut.found)), before)
+    for at_once in (False, True):
+        cut = prove_pareto(w, a, None, seed, proof.lower, 60.0, workers=1, seconds=0.0, at_once=at_once)
+        assert not cut.proven and cut.reason == "out of time after 0 boxes" and not cut.runs
+        assert np.array_equal(pairs(frontier_points(cut.found)), before)
 
 
 def test_map_takes_the_pareto_proof_s_frontier():

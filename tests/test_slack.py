@@ -16,8 +16,8 @@ import workloads
 
 from ffm.refine import BACKING_GROUP_FROM, outer_levels
 from ffm.search import search
-from ffm.slack import (latency_slack_budgets, latency_slack_tables, producer_keys, sibling_betas, siblings,
-                       slack_budgets, slack_tables)
+from ffm.slack import (RTOL as SLACK_RTOL, latency_slack_budgets, latency_slack_tables, producer_keys, sibling_betas,
+                       siblings, slack_budgets, slack_tables, step_limit)
 from pmapgen import Constraints, generate, generate_all, prefixes
 from pmapgen.prefixes import part_backings
 from tests.test_pmapgen import frontier
@@ -193,6 +193,58 @@ def test_keyed_slack_tables_with_identical_readers_hold_every_pmapping_within_th
 @given(sibling_problems(), st.integers(0, 10**6))
 def test_keyed_slack_tables_with_identical_readers_hold_every_pmapping_within_the_bound_long(problem, pick):
     check_keyed_slack(*problem, pick=pick)
+
+
+def check_steps(workload, arch, pick: int) -> None:
+    """Two or three regions in one `slack_tables` run (`steps`), each a bound U_j and minima
+    drawn at or below the true ones (any lower bounds are sound), in a drawn order: every
+    pmapping of every mapping within the largest U_j is dominated by a row of its Einsum's
+    table in its compatibility group (the region of that U_j holds it), and the tables join
+    to the exhaustive optimum. Holding only the first region's budgets fails this."""
+    if (got := exhaustive(workload, arch)) is None:
+        return
+    tables, optimum = got
+    order = tuple(workload.einsum_names)
+    rng = random.Random(pick)
+    minima = {e: float(t["energy"].min()) for e, t in tables.items()}
+    regions = [(optimum * rng.choice((1.0, 1.05, 1.5)), {e: m * rng.choice((1.0, 0.97, 0.9)) for e, m in minima.items()})
+               for _ in range(rng.choice((2, 3)))]
+    joint = slack_tables(workload, arch, *regions[0], workers=1, steps=tuple(regions[1:]),
+                         probe=rng.choice((0, 16, 256)), uniform=() if rng.random() < 0.3 else None)
+    assert not joint.incomplete
+    top = max(u for u, _ in regions)
+    for e in order:
+        for i in range(len(tables[e])):
+            row = tables[e].iloc[i]
+            best = search({**tables, e: tables[e].iloc[[i]]}, workload, arch, "energy")
+            if best.best.empty or best.best["energy"].iloc[0] > top * (1 + RTOL):
+                continue
+            _bump("pmappings in a mapping within the largest bound")
+            assert dominated(row, joint.results[e][0]), (e, row["compat"], row["energy"])
+    found = search({e: r[0] for e, r in joint.results.items()}, workload, arch, "energy")
+    assert not found.best.empty and np.isclose(found.best["energy"].iloc[0], optimum, rtol=RTOL)
+    _bump(f"checked, {len(regions)} regions" + (", the first's bound the largest" if regions[0][0] == top else ""))
+
+
+@settings(max_examples=8, **SETTINGS)
+@given(st.one_of(problems(max_levels=2), sibling_problems()), st.integers(0, 10**6))
+def test_one_run_over_several_regions_holds_every_pmapping_of_each(problem, pick):
+    check_steps(*problem, pick=pick)
+
+
+def test_step_limit_is_the_largest_bound_less_what_the_least_minima_add():
+    """By hand: two regions (U 10, minima a 1, b 2, c 3; U 9, minima a 1, b 1, c 2), so the
+    least minima are a 1, b 1, c 2. For a, with b and c counted: 10 less (2 - 1) + (3 - 2)
+    is 8, 9 less nothing is 9: 9. For c alone: 10. For a with b its sibling, only c's
+    difference: 10 - 1 = 9, and 9: 9. One region: its bound."""
+    steps = ((10.0, {"a": 1.0, "b": 2.0, "c": 3.0}), (9.0, {"a": 1.0, "b": 1.0, "c": 2.0}))
+    least = {"a": 1.0, "b": 1.0, "c": 2.0}
+    assert np.isclose(step_limit(steps, least, "a", ("a", "b", "c"), ()), 9.0 * (1 + SLACK_RTOL))
+    assert np.isclose(step_limit(steps, least, "c", ("c",), ()), 10.0 * (1 + SLACK_RTOL))
+    assert np.isclose(step_limit(steps, least, "a", ("a", "b", "c"), ("b",)), 9.0 * (1 + SLACK_RTOL))
+    assert np.isclose(step_limit(steps[1:], least, "a", ("a", "b", "c"), ()), 9.0 * (1 + SLACK_RTOL))
+    assert np.isclose(step_limit(steps[:1], {"a": 1.0, "b": 2.0, "c": 3.0}, "a", ("a", "b", "c"), ()),
+                      10.0 * (1 + SLACK_RTOL))
 
 
 def test_the_siblings_of_v_are_k_and_q_and_then_of_k_q():
