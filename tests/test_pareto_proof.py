@@ -75,14 +75,27 @@ def pairs(points) -> np.ndarray:
     return np.array(sorted({(round(e, 6), round(lat * 1e9, 6)) for e, lat in points}))
 
 
-def check_pareto_proof(workload, arch, at_once: bool = True) -> None:
-    """Where the floors proof meets the latency bound and the energy proof completes, a
-    proven frontier is the exhaustive one, and each of its points rebuilds to a mapping of
-    those totals; the boxes searched in one run (`at_once`) or one after another."""
+def exhaustive_points(workload, arch) -> list[tuple[float, float]] | None:
+    """The exhaustive frontier (every legal pmapping of every Einsum, joined) as points, or
+    None where there is no valid mapping (noted)."""
     tables = {e: generate(e, workload, arch) for e in workload.einsum_names}
     if any(t.empty for t, _, _ in tables.values()) or \
             (exact := search({e: t for e, (t, _, _) in tables.items()}, workload, arch, "pareto")).best.empty:
         _bump("no valid mapping")
+        return None
+    return frontier_points(exact)
+
+
+def inside(points, box: Box) -> np.ndarray:
+    """`pairs` of the points in `box` (below its latency, a rounding's width short)."""
+    return pairs([(e, lat) for e, lat in points if e <= box.energy * (1 + RTOL) and lat < box.latency * (1 - 1e-6)])
+
+
+def check_pareto_proof(workload, arch, at_once: bool = True) -> None:
+    """Where the floors proof meets the latency bound and the energy proof completes, a
+    proven frontier is the exhaustive one, and each of its points rebuilds to a mapping of
+    those totals; the boxes searched in one run (`at_once`) or one after another."""
+    if (want := exhaustive_points(workload, arch)) is None:
         return
     fp = prove_at_floors(workload, arch, None, 60.0, workers=1)
     res, _, proof = prove_energy(workload, arch, math.inf, {}, None, 60.0, 1, False)
@@ -93,7 +106,6 @@ def check_pareto_proof(workload, arch, at_once: bool = True) -> None:
     before = frontier_points(search({e: t for e, (t, _, _) in seed.items()}, workload, arch, "pareto"))
     pp = prove_pareto(workload, arch, None, seed, proof.lower, 60.0, workers=1, at_once=at_once)
     got = frontier_points(pp.found)
-    want = frontier_points(exact)
     if not pp.proven:
         _bump(f"not proven: {pp.reason}")
         return
@@ -142,12 +154,8 @@ def check_box(workload, arch, data) -> None:
     corners sit on points, so a cap set low loses point i where its Einsums other than one
     are at their minima, and a box stopping short of point k's latency loses the points
     just below it."""
-    tables = {e: generate(e, workload, arch) for e in workload.einsum_names}
-    if any(t.empty for t, _, _ in tables.values()) or \
-            (exact := search({e: t for e, (t, _, _) in tables.items()}, workload, arch, "pareto")).best.empty:
-        _bump("no valid mapping")
+    if (points := exhaustive_points(workload, arch)) is None:
         return
-    points = frontier_points(exact)
     i = data.draw(st.integers(0, len(points) - 1), label="point i")
     k = data.draw(st.integers(i + 1, len(points)), label="point k")
     box = Box(points[i][0], points[k][1] if k < len(points) else 2 * points[-1][1])
@@ -161,11 +169,9 @@ def check_box(workload, arch, data) -> None:
     found = frontier_points(search({e: t for e, (t, _, _) in got.tables.items()}, workload, arch, "pareto")) \
         if got.tables else []
 
-    def inside(pts):
-        return pairs([(e, lat) for e, lat in pts if e <= box.energy * (1 + RTOL) and lat < box.latency * (1 - 1e-6)])
-
-    want = inside(points)
-    assert inside(found).shape == want.shape and np.allclose(inside(found), want, rtol=RTOL), (found, points, box)
+    want = inside(points, box)
+    assert inside(found, box).shape == want.shape and np.allclose(inside(found, box), want, rtol=RTOL), \
+        (found, points, box)
     _bump(f"{len(want)} point(s) in the box")
 
 
@@ -190,12 +196,8 @@ def check_joint_boxes(workload, arch, data) -> None:
     join of its tables has, in each box, exactly the exhaustive frontier's points there. (On
     problems this small the first box's budgets alone rarely miss a point of the second's;
     `tests/test_slack.py`'s `check_steps` is the check that fails without the second's.)"""
-    tables = {e: generate(e, workload, arch) for e in workload.einsum_names}
-    if any(t.empty for t, _, _ in tables.values()) or \
-            (exact := search({e: t for e, (t, _, _) in tables.items()}, workload, arch, "pareto")).best.empty:
-        _bump("no valid mapping")
+    if (points := exhaustive_points(workload, arch)) is None:
         return
-    points = frontier_points(exact)
     if len(points) < 2:
         _bump("one point")
         return
@@ -213,10 +215,9 @@ def check_joint_boxes(workload, arch, data) -> None:
     assert got.complete
     found = frontier_points(search({e: t for e, (t, _, _) in got.tables.items()}, workload, arch, "pareto"))
     for box in (first, second):
-        def inside(pts, box=box):
-            return pairs([(e, lat) for e, lat in pts if e <= box.energy * (1 + RTOL) and lat < box.latency * (1 - 1e-6)])
-        want = inside(points)
-        assert inside(found).shape == want.shape and np.allclose(inside(found), want, rtol=RTOL), (found, points, box)
+        want = inside(points, box)
+        assert inside(found, box).shape == want.shape and np.allclose(inside(found, box), want, rtol=RTOL), \
+            (found, points, box)
     _bump("checked")
 
 

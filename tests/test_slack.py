@@ -232,6 +232,13 @@ def test_one_run_over_several_regions_holds_every_pmapping_of_each(problem, pick
     check_steps(*problem, pick=pick)
 
 
+@pytest.mark.slow
+@settings(max_examples=40, **SETTINGS)
+@given(st.one_of(problems(sizes=(2, 3, 4)), sibling_problems()), st.integers(0, 10**6))
+def test_one_run_over_several_regions_holds_every_pmapping_of_each_long(problem, pick):
+    check_steps(*problem, pick=pick)
+
+
 def test_step_limit_is_the_largest_bound_less_what_the_least_minima_add():
     """By hand: two regions (U 10, minima a 1, b 2, c 3; U 9, minima a 1, b 1, c 2), so the
     least minima are a 1, b 1, c 2. For a, with b and c counted: 10 less (2 - 1) + (3 - 2)
