@@ -209,6 +209,11 @@ def box_tables(workload: Workload, arch: Arch, box: Box, minima: BoxMinima, time
     return BoxTables(dict(st.results), not st.incomplete, st.uniform)
 
 
+def points_in(points: list[tuple[float, float]], box: Box) -> int:
+    """How many of `points` (energy, latency) lie in `box`, short of its latency by `STRICT`."""
+    return sum(e <= box.energy * (1 + BOUND_RTOL) and lat < box.latency * (1 - STRICT) for e, lat in points)
+
+
 def seed_boxes(points: list[tuple[float, float]], bound: float, energy_low: float) -> list[Box]:
     """The boxes the sweep would search if no box found a point the seed's `points` lack:
     `next_box` from the latency bound `bound` on, each box's latency the next one's start,
@@ -304,9 +309,7 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
                 found = join({e: t for e, (t, _, _) in tables.items()})
         points = frontier_points(found)
         seconds_run = time.perf_counter() - start
-        runs = [BoxRun(b, complete, sum(e <= b.energy * (1 + BOUND_RTOL) and lat < b.latency * (1 - STRICT)
-                                         for e, lat in points), seconds_run, covered, len(steps))
-                for b, _, covered in steps]
+        runs = [BoxRun(b, complete, points_in(points, b), seconds_run, covered, len(steps)) for b, _, covered in steps]
         return ParetoProof(tables, found, tuple(runs), complete, "" if complete else "a box's searches were cut short",
                            time.perf_counter() - start)
 
@@ -345,8 +348,7 @@ def prove_pareto(workload: Workload, arch: Arch, constraints: dict[str, Constrai
         if got.tables:
             tables = union(tables, got.tables)
             found = join({e: t for e, (t, _, _) in tables.items()})
-        inside = sum(e <= box.energy * (1 + BOUND_RTOL) and lat < box.latency * (1 - STRICT)
-                     for e, lat in frontier_points(found))
+        inside = points_in(frontier_points(found), box)
         runs.append(BoxRun(box, complete, inside, time.perf_counter() - began, widened))
         if not complete:
             reason = "a box's searches were cut short"
